@@ -1,0 +1,589 @@
+"""Cramming: pretrain a BERT on one GPU in one day (Geiping & Goldstein, 2022), in one file.
+
+Launch lines (run prepare.py first, it writes data/):
+    python cram.py --preset tiny                          # CPU: a 4-layer BERT that learns in 5 minutes
+    python cram.py --preset paper --budget_hours 24       # the paper: 16 layers, 24 h on one GPU
+    python cram.py --preset paper --budget_hours 1 --resume          # continue out/ckpt.pt where it stopped
+    torchrun --nproc_per_node 8 cram.py --preset paper    # several GPUs: the batch target stays global
+    python cram.py --help                                 # every field of Config, with its default
+
+The architecture (paper section 4.2, the final "crammed BERT"):
+- pre-LN transformer blocks, LayerNorm eps 1e-12, one more LayerNorm after the last block
+- no bias in any Linear inside the blocks; fused QKV projection; F.scaled_dot_product_attention (flash)
+- gated-GELU feed-forward: Linear d -> 4d, split into (x, gate), GELU(gate) * x, Linear 2d -> d
+- positions: a fixed sin/cos table times ONE learnable scalar (init 1/sqrt(d)); no token-type embedding
+- embedding LayerNorm; decoder tied to the token embedding, no decoder bias, no head transform
+- sparse prediction: the vocabulary projection runs only on the masked positions (a fixed count per batch)
+- dropout off for pretraining (on for fine-tuning)
+The recipe (section 4.3): MLM at 25% (80/10/10), AdamW, lr(t) = peak * min(0.25 + t, 4(1 - t)) with t the
+fraction of the time budget used, batch size ramped linearly to 8192 sequences at t = 0.6 by gradient
+accumulation, gradient clipping 0.5, stop when the budget is spent.
+"""
+import argparse
+import contextlib
+import json
+import math
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, fields
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Config: one flat dataclass; the command line is generated from its fields, presets are dicts of overrides.
+
+@dataclass
+class Config:
+    preset: str = "auto"          # "paper", "tiny", or "auto" (paper on CUDA, tiny elsewhere)
+    data_dir: str = "data"        # folder written by prepare.py: train.bin, val.bin, meta.json
+    out_dir: str = "out"          # checkpoint, log.txt and metrics.jsonl go here
+    # model (paper's final architecture)
+    n_layer: int = 16             # transformer blocks
+    n_embd: int = 768             # hidden width d
+    n_head: int = 12              # attention heads (head dim = n_embd / n_head = 64)
+    ffn_hidden: int = 3072        # first FFN Linear output; halved by the GLU gate, so 1536 -> d
+    norm_eps: float = 1e-12       # LayerNorm epsilon
+    dropout: float = 0.0          # off during pretraining (the paper); finetune_glue.py turns it on
+    # objective
+    mask_rate: float = 0.25       # fraction of each sequence that is predicted (exactly round(rate * T))
+    # optimization ("bert-o4")
+    lr: float = 1e-3              # peak learning rate
+    beta1: float = 0.9
+    beta2: float = 0.98
+    adam_eps: float = 1e-12
+    weight_decay: float = 0.01    # not applied to LayerNorm parameters, biases and the position scale
+    grad_clip: float = 0.5        # global L2 norm
+    batch_size: int = 8192        # target sequences per optimizer step, reached at t = ramp_until
+    micro_batch: int = 128        # sequences per forward/backward on one device
+    ramp_until: float = 0.6       # fraction of the budget where the batch size reaches batch_size
+    budget_hours: float = 24.0    # wall-clock training budget (evaluation and checkpoints are not counted)
+    max_steps: int = 0            # > 0: progress t = step / max_steps instead of time (reproducible runs, tests)
+    # evaluation, checkpoints, logs
+    eval_every: float = 0.1       # validate every this fraction of the budget, and at the end
+    eval_seqs: int = 1024         # validation sequences per evaluation (fixed masking seed)
+    ckpt_every_min: float = 30.0  # checkpoint every this many budget minutes, and at the end
+    resume: bool = False          # continue from out_dir/ckpt.pt
+    # system
+    device: str = "auto"          # "auto", "cuda", "cpu", "mps"
+    compile: str = "auto"         # torch.compile: "auto" (on for CUDA), "true", "false"
+    seed: int = 0
+
+
+PRESETS = {
+    "paper": {},  # the defaults above are the paper's recipe
+    # A model that learns in minutes on a laptop CPU: small, a short ramp to a small batch, a hotter lr.
+    "tiny": dict(n_layer=4, n_embd=256, n_head=4, ffn_hidden=1024, micro_batch=32, batch_size=128,
+                 lr=2e-3, budget_hours=5 / 60, eval_every=0.25, eval_seqs=512, ckpt_every_min=1.0),
+}
+
+
+def parse_config(argv=None):
+    """Flags from Config's fields (types coerced, typos rejected); precedence: defaults < preset < flags."""
+    p = argparse.ArgumentParser(description="Pretrain a crammed BERT under a wall-clock budget.",
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    for f in fields(Config):
+        if f.type in (bool, "bool"):
+            p.add_argument(f"--{f.name}", action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS)
+        else:
+            kind = {"int": int, "float": float, "str": str}.get(f.type, f.type)
+            p.add_argument(f"--{f.name}", type=kind, default=argparse.SUPPRESS, help=f"default {f.default}")
+    given = vars(p.parse_args(argv))
+    preset = given.get("preset", "auto")
+    if preset == "auto":
+        preset = "paper" if torch.cuda.is_available() else "tiny"
+    if preset not in PRESETS:
+        p.error(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}")
+    return Config(**{**PRESETS[preset], **given, "preset": preset})
+
+
+class CramError(Exception):
+    """A user-facing problem: main() prints its one-line message and exits 1."""
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Data: prepare.py's packed uint16 sequences, read in stored order (the "." curriculum), and MLM masking.
+
+def load_split(data_dir, split, cfg=None):
+    """Memory-map `split`.bin as an (N, T) uint16 array after checking it against meta.json."""
+    meta_path = os.path.join(data_dir, "meta.json")
+    if not os.path.exists(meta_path):
+        raise CramError(f"no {meta_path}: run `python prepare.py --out {data_dir}` first")
+    with open(meta_path) as f:
+        meta = json.load(f)
+    T, n = meta["seq_len"], meta["num_sequences"][split]
+    path = os.path.join(data_dir, f"{split}.bin")
+    if not os.path.exists(path):
+        raise CramError(f"missing {path}: re-run prepare.py for {data_dir}")
+    if os.path.getsize(path) != n * T * 2:
+        raise CramError(f"{path} has {os.path.getsize(path)} bytes but meta.json promises {n}x{T} uint16 "
+                        "tokens: the file is truncated or from another run; re-run prepare.py")
+    if n == 0:
+        raise CramError(f"{path} holds no sequences: prepare more text (or a larger --val_fraction)")
+    return np.memmap(path, dtype=np.uint16, mode="r", shape=(n, T)), meta
+
+
+def get_batch(data, start, count, device):
+    """Rows start .. start+count of the stored order, wrapping around at the end, as int64 on `device`."""
+    idx = np.arange(start, start + count) % len(data)
+    x = torch.from_numpy(data[idx].astype(np.int64))
+    if device.type == "cuda":
+        return x.pin_memory().to(device, non_blocking=True)
+    return x.to(device)
+
+
+def mask_tokens(ids, mask_id, vocab_size, rate, generator):
+    """BERT masking with a fixed count: exactly k = round(rate * T) positions of every sequence are predicted.
+
+    Of the k slots (uniformly random positions), the first 80% become [MASK], the next 10% a random token and
+    the rest keep their token (paper: 25% rate, so 32 of 128 -> 26 / 3 / 3). A fixed k keeps every shape static.
+    Returns (inputs (B, T), positions (B, k), targets (B, k)).
+    """
+    B, T = ids.shape
+    k = round(rate * T)
+    n_mask, n_rand = round(0.8 * k), round(0.1 * k)
+    scores = torch.rand(B, T, generator=generator, device=ids.device)
+    positions = scores.topk(k, dim=1).indices                                     # (B, k), uniform subset
+    targets = ids.gather(1, positions)                                            # (B, k)
+    random_ids = torch.randint(0, vocab_size, (B, n_rand), generator=generator, device=ids.device)
+    slot_values = torch.cat([torch.full((B, n_mask), mask_id, device=ids.device, dtype=ids.dtype),
+                             random_ids.to(ids.dtype), targets[:, n_mask + n_rand:]], dim=1)
+    inputs = ids.scatter(1, positions, slot_values)
+    return inputs, positions, targets
+
+
+def unigram_entropy(train, val, max_tokens=50_000_000):
+    """Cross-entropy (nats) of val tokens under the train unigram distribution: the context-free baseline."""
+    rows = max(1, min(len(train), max_tokens // train.shape[1]))
+    vocab = int(max(train[:rows].max(), val.max())) + 1
+    counts = np.bincount(np.asarray(train[:rows]).ravel(), minlength=vocab).astype(np.float64) + 1.0
+    logp = np.log(counts / counts.sum())
+    return float(-logp[np.asarray(val).ravel()].mean())
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Model: the crammed BERT.
+
+def sinusoidal_table(T, C):
+    """The fixed position table of "Attention is all you need": sin at even, cos at odd channels, base 10000."""
+    pos = torch.arange(T, dtype=torch.float32)[:, None]                           # (T, 1)
+    freq = torch.pow(10000.0, -torch.arange(0, C, 2, dtype=torch.float32) / C)     # (C/2,)
+    table = torch.zeros(T, C)
+    table[:, 0::2] = torch.sin(pos * freq)
+    table[:, 1::2] = torch.cos(pos * freq)
+    return table
+
+
+class Embeddings(nn.Module):
+    """Token embedding + scaled sinusoidal positions, then LayerNorm and dropout (no token-type embedding)."""
+
+    def __init__(self, cfg, vocab_size, seq_len):
+        super().__init__()
+        self.tok = nn.Embedding(vocab_size, cfg.n_embd)
+        self.register_buffer("pos_table", sinusoidal_table(seq_len, cfg.n_embd), persistent=False)
+        self.pos_scale = nn.Parameter(torch.tensor(1.0 / math.sqrt(cfg.n_embd)))  # the one learned scalar
+        self.norm = nn.LayerNorm(cfg.n_embd, eps=cfg.norm_eps)
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, ids):                                                        # ids (B, T)
+        x = self.tok(ids) + self.pos_scale * self.pos_table[: ids.shape[1]]        # (B, T, C)
+        return self.drop(self.norm(x))
+
+
+class Attention(nn.Module):
+    """Bias-free multi-head self-attention, one fused QKV matmul, flash attention through SDPA."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        assert cfg.n_embd % cfg.n_head == 0, "n_embd must be divisible by n_head"
+        self.n_head, self.dropout = cfg.n_head, cfg.dropout
+        self.qkv = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=False)
+        self.out = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
+
+    def forward(self, x, attn_mask=None):                                          # x (B, T, C)
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).view(B, T, 3, self.n_head, C // self.n_head).permute(2, 0, 3, 1, 4)  # (B, H, T, D)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask,
+                                           dropout_p=self.dropout if self.training else 0.0)
+        return self.out(y.transpose(1, 2).reshape(B, T, C))
+
+
+class GLUFeedForward(nn.Module):
+    """Gated GELU: Linear d -> ffn_hidden, split in (x, gate), GELU(gate) * x, Linear ffn_hidden/2 -> d."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.up = nn.Linear(cfg.n_embd, cfg.ffn_hidden, bias=False)
+        self.down = nn.Linear(cfg.ffn_hidden // 2, cfg.n_embd, bias=False)
+
+    def forward(self, x):
+        x, gate = self.up(x).chunk(2, dim=-1)
+        return self.down(F.gelu(gate) * x)
+
+
+class Block(nn.Module):
+    """Pre-LN: x + Attn(LN(x)), then x + FFN(LN(x))."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(cfg.n_embd, eps=cfg.norm_eps)
+        self.attn = Attention(cfg)
+        self.norm2 = nn.LayerNorm(cfg.n_embd, eps=cfg.norm_eps)
+        self.ffn = GLUFeedForward(cfg)
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, x, attn_mask=None):
+        x = x + self.drop(self.attn(self.norm1(x), attn_mask))
+        return x + self.drop(self.ffn(self.norm2(x)))
+
+
+class CrammedBERT(nn.Module):
+    def __init__(self, cfg, vocab_size, seq_len):
+        super().__init__()
+        self.embed = Embeddings(cfg, vocab_size, seq_len)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
+        self.final_norm = nn.LayerNorm(cfg.n_embd, eps=cfg.norm_eps)
+        self.apply(self._init)
+
+    @staticmethod
+    def _init(m):
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, mean=0.0, std=0.02)
+
+    def encode(self, ids, pad_mask=None):
+        """Hidden states (B, T, C). pad_mask (B, T) is True on real tokens (fine-tuning pads; pretraining not)."""
+        attn_mask = None if pad_mask is None else pad_mask[:, None, None, :]         # (B, 1, 1, T) keys
+        x = self.embed(ids)
+        for block in self.blocks:
+            x = block(x, attn_mask)
+        return self.final_norm(x)
+
+    def forward(self, ids, positions):
+        """Sparse MLM logits (B, k, V): the tied decoder runs only at the masked positions (B, k)."""
+        h = self.encode(ids)                                                           # (B, T, C)
+        h = h.gather(1, positions[..., None].expand(-1, -1, h.shape[-1]))              # (B, k, C)
+        return h @ self.embed.tok.weight.T                                             # (B, k, V)
+
+
+def mlm_loss(model, ids, positions, targets):
+    logits = model(ids, positions)
+    return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), targets.view(-1))
+
+
+def flops_per_token(model, cfg, seq_len):
+    """RECIPE.md: 6 * non-embedding params + attention 12*L*d*T + sparse head 6*d*V*mask_rate (fwd + bwd)."""
+    vocab, d = model.embed.tok.weight.shape
+    n_nonembed = sum(p.numel() for p in model.parameters()) - vocab * d
+    return 6 * n_nonembed + 12 * cfg.n_layer * d * seq_len + 6 * d * vocab * cfg.mask_rate
+
+
+# dense bf16 peak FLOP/s by GPU name, for MFU; matched by substring of torch.cuda.get_device_name()
+GPU_PEAK_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "A6000": 155e12,
+                  "4090": 165e12, "A10G": 70e12, "L4": 121e12, "A4000": 77e12, "3090": 71e12, "V100": 125e12,
+                  "T4": 65e12}
+
+
+def device_peak_flops(device):
+    if device.type != "cuda":
+        return None
+    name = torch.cuda.get_device_name(device)
+    return next((v for k, v in GPU_PEAK_FLOPS.items() if k in name), None)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Optimizer, the two schedules, checkpoints.
+
+def make_optimizer(model, cfg, device):
+    """AdamW; weight decay only on matrices (Linear and embedding weights), not on norms or the position scale."""
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.adam_eps,
+                             fused=device.type == "cuda")
+
+
+def lr_at(t, peak):
+    """Paper's one-cycle on budget fraction t: 0.25*peak at t=0, peak at t=0.75, 0 at t=1."""
+    return peak * max(0.0, min(0.25 + t, 4.0 * (1.0 - t)))
+
+
+def batch_size_at(t, unit, target, ramp_until=0.6):
+    """Sequences per step: linear in t from one unit (micro-batch x devices) to target at ramp_until, in units."""
+    frac = min(max(t, 0.0) / ramp_until, 1.0) if ramp_until > 0 else 1.0
+    units = round((unit + frac * (target - unit)) / unit)
+    return max(1, units) * unit
+
+
+def save_checkpoint(path, state):
+    """Write to a temporary file, fsync, then rename: a crash leaves the previous checkpoint intact."""
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        torch.save(state, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def load_model(ckpt_path, device="cpu", dropout=None):
+    """Rebuild the raw model of a checkpoint; returns (model, cfg, meta). Used by finetune_glue.py."""
+    if not os.path.isfile(ckpt_path):
+        raise CramError(f"no checkpoint at {ckpt_path}: train one with cram.py or check the path")
+    try:
+        ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=False)
+    except Exception as e:
+        raise CramError(f"cannot read checkpoint {ckpt_path} ({type(e).__name__}): it is corrupt or not ours")
+    cfg = Config(**ckpt["config"])
+    if dropout is not None:
+        cfg.dropout = dropout
+    model = CrammedBERT(cfg, ckpt["vocab_size"], ckpt["seq_len"])
+    model.load_state_dict(ckpt["model"])
+    return model.to(device), cfg, ckpt["meta"]
+
+
+def run_info(device):
+    """Versions, device and git commit: every log and checkpoint records where its numbers came from."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                cwd=os.path.dirname(os.path.abspath(__file__)), timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        commit = ""
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu"
+    return {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
+            "device": f"{device.type}: {name}", "threads": torch.get_num_threads(), "git": commit or "unknown",
+            "host": platform.node(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Training.
+
+def pick_device(name):
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise CramError("--device cuda was asked for but no CUDA GPU is visible: use --device cpu (or auto)")
+    if name == "mps" and not torch.backends.mps.is_available():
+        raise CramError("--device mps was asked for but MPS is not available: use --device cpu (or auto)")
+    if name not in ("cuda", "cpu", "mps"):
+        raise CramError(f"unknown --device {name!r}: use auto, cuda, cpu or mps")
+    return torch.device(name)
+
+
+@torch.no_grad()
+def evaluate(model, val, cfg, mask_id, vocab_size, amp):
+    """Mean MLM loss on the first eval_seqs validation sequences, with the same masks every time."""
+    model.eval()
+    device = model.embed.tok.weight.device
+    gen = torch.Generator(device=device).manual_seed(1234)
+    n, total = min(len(val), cfg.eval_seqs), 0.0
+    for start in range(0, n, cfg.micro_batch):
+        ids = get_batch(val, start, min(cfg.micro_batch, n - start), device)
+        inputs, positions, targets = mask_tokens(ids, mask_id, vocab_size, cfg.mask_rate, gen)
+        with amp():
+            total += mlm_loss(model, inputs, positions, targets).item() * len(ids)
+    model.train()
+    return total / n
+
+
+def check_resumable(ckpt, cfg, meta, path):
+    """A checkpoint continues only the same model on the same data; say which setting differs."""
+    for key in ("n_layer", "n_embd", "n_head", "ffn_hidden", "mask_rate", "micro_batch"):
+        if ckpt["config"][key] != getattr(cfg, key):
+            raise CramError(f"{path} was trained with {key}={ckpt['config'][key]} but this run has "
+                            f"{getattr(cfg, key)}: use the same preset and flags, or another --out_dir")
+    for key in ("tokenizer", "vocab_size", "seq_len", "num_sequences"):
+        if ckpt["meta"].get(key) != meta.get(key):
+            raise CramError(f"{path} was trained on data with {key}={ckpt['meta'].get(key)} but {cfg.data_dir} "
+                            f"has {meta.get(key)}: point --data_dir at the original data, or start afresh")
+
+
+def train(cfg):
+    if cfg.budget_hours <= 0:
+        raise CramError(f"--budget_hours must be > 0 (got {cfg.budget_hours})")
+    if cfg.micro_batch < 1 or cfg.micro_batch > cfg.batch_size:
+        raise CramError(f"--micro_batch {cfg.micro_batch} must be between 1 and --batch_size {cfg.batch_size}")
+    if cfg.compile not in ("auto", "true", "false"):
+        raise CramError(f"--compile must be auto, true or false (got {cfg.compile!r})")
+    device = pick_device(cfg.device)
+    rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    if world > 1:  # launched by torchrun: one process per device, gradients averaged by DDP
+        torch.distributed.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+        if device.type == "cuda":
+            device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+            torch.cuda.set_device(device)
+    master = rank == 0
+    train_data, meta = load_split(cfg.data_dir, "train")
+    val_data, _ = load_split(cfg.data_dir, "val")
+    vocab_size, T, mask_id = meta["vocab_size"], meta["seq_len"], meta["special_ids"]["mask"]
+
+    torch.manual_seed(cfg.seed)
+    model = CrammedBERT(cfg, vocab_size, T).to(device)
+    optimizer = make_optimizer(model, cfg, device)
+    amp_dtype = None
+    if device.type == "cuda":  # bf16 where the GPU has it, else fp16 with loss scaling; fp32 on CPU and MPS
+        amp_dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    scaler = torch.amp.GradScaler("cuda", enabled=amp_dtype == torch.float16)
+    amp = lambda: torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None)  # noqa: E731
+
+    ckpt_path = os.path.join(cfg.out_dir, "ckpt.pt")
+    step, train_time, data_pos, val_loss = 0, 0.0, 0, float("nan")
+    if cfg.resume:
+        if not os.path.exists(ckpt_path):
+            raise CramError(f"--resume but no checkpoint at {ckpt_path}: check --out_dir, or drop --resume")
+        ckpt = torch.load(ckpt_path, map_location=device, weights_only=False)
+        check_resumable(ckpt, cfg, meta, ckpt_path)
+        model.load_state_dict(ckpt["model"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+        scaler.load_state_dict(ckpt["scaler"])
+        step, train_time, data_pos, val_loss = ckpt["step"], ckpt["train_time"], ckpt["data_pos"], ckpt["val_loss"]
+        torch.set_rng_state(ckpt["rng"]["torch"])
+        del ckpt
+    elif os.path.exists(ckpt_path):
+        raise CramError(f"{ckpt_path} already exists: pass --resume to continue it, or choose another --out_dir")
+
+    train_model = model
+    if world > 1:
+        train_model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device] if device.type == "cuda"
+                                                                else None)
+    if cfg.compile == "true" or (cfg.compile == "auto" and device.type == "cuda"):
+        train_model = torch.compile(train_model)  # static shapes: fixed micro-batch and fixed masked count
+
+    peak = device_peak_flops(device)
+    flops = flops_per_token(model, cfg, T)
+    budget_s = cfg.budget_hours * 3600
+    progress = (lambda: step / cfg.max_steps) if cfg.max_steps > 0 else (lambda: train_time / budget_s)
+    log_file = metrics_file = None
+    if master:
+        os.makedirs(cfg.out_dir, exist_ok=True)
+        for name in ("meta.json", meta.get("tokenizer_file") or ""):  # finetune_glue.py finds them beside ckpt.pt
+            if name and os.path.exists(os.path.join(cfg.data_dir, name)):
+                shutil.copyfile(os.path.join(cfg.data_dir, name), os.path.join(cfg.out_dir, name))
+        log_file = open(os.path.join(cfg.out_dir, "log.txt"), "a")
+        metrics_file = open(os.path.join(cfg.out_dir, "metrics.jsonl"), "a")
+
+    def log(msg, **metrics):
+        if master:
+            print(msg, flush=True)
+            log_file.write(msg + "\n")
+            log_file.flush()
+            if metrics:
+                metrics_file.write(json.dumps(metrics) + "\n")
+                metrics_file.flush()
+
+    n_params = sum(p.numel() for p in model.parameters())
+    baseline = unigram_entropy(train_data, val_data[: cfg.eval_seqs]) if master else float("nan")
+    log(f"config: {json.dumps(asdict(cfg))}")
+    log(f"run: {json.dumps({**run_info(device), 'world_size': world, 'amp': str(amp_dtype)})}")
+    log(f"data: {cfg.data_dir} | {meta['num_sequences']} sequences of {T} | vocab {vocab_size} | "
+        f"unigram baseline {baseline:.4f} nats")
+    log(f"model: {n_params / 1e6:.2f}M parameters | {flops / 1e6:.0f} MFLOP per token | "
+        f"{'resuming at step %d, %.1f%% of budget' % (step, 100 * progress()) if cfg.resume else 'fresh start'}")
+
+    def save():  # the raw (uncompiled) weights, so cram.py and finetune_glue.py load them anywhere
+        if master:
+            save_checkpoint(ckpt_path, {
+                "model": model.state_dict(), "optimizer": optimizer.state_dict(), "scaler": scaler.state_dict(),
+                "step": step, "train_time": train_time, "data_pos": data_pos, "val_loss": val_loss,
+                "config": asdict(cfg), "meta": meta, "vocab_size": vocab_size, "seq_len": T,
+                "rng": {"torch": torch.get_rng_state()}, "info": run_info(device), "unigram_baseline": baseline})
+
+    stop = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):  # finish the step, save, exit: see the end of this function
+        signal.signal(sig, lambda signum, frame: stop.setdefault("signal", signal.Signals(signum).name))
+    gen = torch.Generator(device=device)
+    next_eval = (math.floor(progress() / cfg.eval_every) + 1) * cfg.eval_every
+    last_ckpt = train_time
+    # One loop, one shape: check budget -> (evaluate / checkpoint, budget clock paused) -> accumulate -> step -> log
+    while True:
+        t = progress()
+        if world > 1:  # every rank must agree on t (batch size, lr) and on when to stop
+            sync = torch.tensor([t, float("signal" in stop)], device=device)
+            torch.distributed.all_reduce(sync, op=torch.distributed.ReduceOp.MAX)
+            t, stopping = sync.tolist()
+            if stopping:
+                stop.setdefault("signal", "a signal on another rank")
+        if t >= 1.0 or "signal" in stop:
+            break
+        # The budget clock only runs inside the step below, so evaluation and checkpoints cost no budget.
+        if t >= next_eval:
+            if master:
+                val_loss = evaluate(model, val_data, cfg, mask_id, vocab_size, amp)
+            log(f"eval  {step:6d} | val loss {val_loss:.4f} | {baseline - val_loss:+.3f} nats under unigram | "
+                f"budget {100 * t:5.1f}%", step=step, val_loss=val_loss, budget=t)
+            next_eval += cfg.eval_every
+        if train_time - last_ckpt >= cfg.ckpt_every_min * 60:
+            save()
+            last_ckpt = train_time
+
+        t0 = time.perf_counter()
+        unit = cfg.micro_batch * world
+        batch = batch_size_at(t, unit, cfg.batch_size, cfg.ramp_until)
+        lr = lr_at(t, cfg.lr)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        gen.manual_seed(cfg.seed * 1_000_003 + step * world + rank)  # masks are a pure function of the step
+        accum, loss_sum = batch // unit, torch.zeros((), device=device)
+        for micro in range(accum):
+            ids = get_batch(train_data, data_pos + (micro * world + rank) * cfg.micro_batch, cfg.micro_batch, device)
+            inputs, positions, targets = mask_tokens(ids, mask_id, vocab_size, cfg.mask_rate, gen)
+            last = micro == accum - 1
+            with (train_model.no_sync() if world > 1 and not last and hasattr(train_model, "no_sync")
+                  else contextlib.nullcontext()):
+                with amp():
+                    loss = mlm_loss(train_model, inputs, positions, targets) / accum
+                scaler.scale(loss).backward()
+            loss_sum += loss.detach()
+        loss_val = loss_sum.item()  # the one host sync per optimizer step
+        if not math.isfinite(loss_val):
+            saved = ckpt_path if os.path.exists(ckpt_path) else "none yet"
+            raise CramError(f"loss is {loss_val} at step {step}: training diverged; the last good checkpoint "
+                            f"({saved}) was kept: resume it with a lower --lr or --grad_clip")
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+        data_pos += batch
+        dt = time.perf_counter() - t0
+        train_time += dt
+        step += 1
+        tok_s = batch * T / dt
+        mfu = f"{100 * tok_s * flops / (peak * world):.1f}%" if peak else "n/a"
+        log(f"step {step:6d} | loss {loss_val:.4f} | lr {lr:.2e} | batch {batch:5d} | tok/s {tok_s:9,.0f} | "
+            f"mfu {mfu:>5} | budget {100 * progress():5.1f}%", step=step, loss=loss_val, lr=lr, batch=batch,
+            tok_s=tok_s, budget=progress(), train_time=train_time)
+
+    if "signal" in stop:
+        save()
+        log(f"stopped by {stop['signal']} at step {step} ({100 * progress():.1f}% of budget); checkpoint saved "
+            f"to {ckpt_path}; continue with the same command plus --resume")
+        sys.exit(130)
+    if master:
+        val_loss = evaluate(model, val_data, cfg, mask_id, vocab_size, amp)
+    log(f"eval  {step:6d} | val loss {val_loss:.4f} | {baseline - val_loss:+.3f} nats under unigram | "
+        f"budget {100 * progress():5.1f}%", step=step, val_loss=val_loss, budget=progress())
+    save()
+    log(f"done: {step} steps, {data_pos * T:,} tokens, {train_time / 60:.1f} budget minutes; final val loss "
+        f"{val_loss:.4f} vs unigram {baseline:.4f}; checkpoint {ckpt_path}")
+    if world > 1:
+        torch.distributed.destroy_process_group()
+    return val_loss
+
+
+def main(argv=None):
+    cfg = parse_config(argv)
+    try:
+        return train(cfg)
+    except CramError as e:
+        sys.exit(f"cram.py: error: {e}")
+
+
+if __name__ == "__main__":
+    main()
