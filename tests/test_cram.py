@@ -1,0 +1,265 @@
+"""cram.py as a specification: the architecture, the masking rule, the two schedules, and the training loop."""
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+import cram  # noqa: E402
+from cram import Config, CrammedBERT, batch_size_at, lr_at, mask_tokens, sinusoidal_table  # noqa: E402
+
+TINY = dict(n_layer=2, n_embd=32, n_head=2, ffn_hidden=64)
+TINY_FLAGS = ["--n_layer", "2", "--n_embd", "32", "--n_head", "2", "--ffn_hidden", "64", "--micro_batch", "4",
+              "--batch_size", "8", "--eval_seqs", "16", "--eval_every", "0.5", "--device", "cpu"]
+
+
+def write_data(folder, n_train=64, n_val=8, T=32, vocab=64, seed=0):
+    """A learnable toy corpus in prepare.py's format: every row repeats one of 8 short random 'sentences'."""
+    rng = np.random.default_rng(seed)
+    sentences = rng.integers(5, vocab, size=(8, 8))
+    def rows(n):
+        return np.stack([np.resize(sentences[rng.integers(8)], T) for _ in range(n)]).astype(np.uint16)
+    folder.mkdir(parents=True, exist_ok=True)
+    rows(n_train).tofile(folder / "train.bin")
+    rows(n_val).tofile(folder / "val.bin")
+    meta = {"version": 1, "tokenizer": "wordpiece", "tokenizer_file": None, "vocab_size": vocab,
+            "special_ids": {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}, "dot_id": 5, "seq_len": T,
+            "dtype": "uint16", "num_sequences": {"train": n_train, "val": n_val},
+            "num_tokens": {"train": n_train * T, "val": n_val * T}}
+    (folder / "meta.json").write_text(json.dumps(meta))
+    return folder
+
+
+def run_cram(*args, check=True, **kw):
+    p = subprocess.run([sys.executable, str(ROOT / "cram.py"), *args], capture_output=True, text=True,
+                       cwd=ROOT, **kw)
+    if check:
+        assert p.returncode == 0, p.stderr[-3000:]
+    return p
+
+
+# ---------------------------------------------------------------------------------------------- architecture
+
+def test_paper_model_has_119_6M_parameters_and_94_4M_without_embeddings():
+    with torch.device("meta"):
+        model = CrammedBERT(Config(), vocab_size=32768, seq_len=128)
+    total = sum(p.numel() for p in model.parameters())
+    assert round(total / 1e6, 1) == 119.6
+    assert round((total - 32768 * 768) / 1e6, 1) == 94.4
+
+
+def test_linears_in_blocks_have_no_bias_and_decoder_is_tied():
+    model = CrammedBERT(Config(**TINY), 50, 16)
+    assert all(m.bias is None for m in model.modules() if isinstance(m, torch.nn.Linear))
+    assert not any("decoder" in n or "token_type" in n for n, _ in model.named_parameters())
+    assert all(m.eps == 1e-12 for m in model.modules() if isinstance(m, torch.nn.LayerNorm))
+
+
+def test_shapes_of_encoder_and_sparse_head():
+    model = CrammedBERT(Config(**TINY), 50, 16)
+    ids = torch.randint(0, 50, (3, 16))
+    assert model.encode(ids).shape == (3, 16, 32)
+    positions = torch.randint(0, 16, (3, 4))
+    assert model(ids, positions).shape == (3, 4, 50)
+
+
+def test_sparse_head_equals_dense_logits_at_the_masked_positions():
+    model = CrammedBERT(Config(**TINY), 50, 16)
+    ids, positions = torch.randint(0, 50, (2, 16)), torch.tensor([[0, 5, 9], [1, 2, 15]])
+    dense = model.encode(ids) @ model.embed.tok.weight.T                      # (B, T, V)
+    expected = torch.stack([dense[b, positions[b]] for b in range(2)])
+    torch.testing.assert_close(model(ids, positions), expected)
+
+
+def test_sdpa_attention_equals_naive_softmax_attention_with_padding_mask():
+    torch.manual_seed(0)
+    attn = cram.Attention(Config(**TINY)).eval()
+    x = torch.randn(2, 7, 32)
+    pad = torch.tensor([[True] * 7, [True] * 4 + [False] * 3])
+    q, k, v = attn.qkv(x).view(2, 7, 3, 2, 16).permute(2, 0, 3, 1, 4)
+    scores = q @ k.transpose(-1, -2) / math.sqrt(16)
+    scores = scores.masked_fill(~pad[:, None, None, :], float("-inf"))
+    naive = (scores.softmax(-1) @ v).transpose(1, 2).reshape(2, 7, 32)
+    torch.testing.assert_close(attn(x, pad[:, None, None, :]), attn.out(naive), atol=1e-5, rtol=1e-5)
+
+
+def test_sinusoidal_table_follows_the_formula():
+    table = sinusoidal_table(128, 768)
+    p, i = 37, 100
+    assert table[p, 2 * i].item() == pytest.approx(math.sin(p / 10000 ** (2 * i / 768)), abs=1e-5)
+    assert table[p, 2 * i + 1].item() == pytest.approx(math.cos(p / 10000 ** (2 * i / 768)), abs=1e-5)
+
+
+def test_positions_are_scaled_by_one_learnable_scalar_initialised_to_one_over_sqrt_d():
+    model = CrammedBERT(Config(**TINY), 50, 16)
+    assert model.embed.pos_scale.shape == () and model.embed.pos_scale.requires_grad
+    assert model.embed.pos_scale.item() == pytest.approx(1 / math.sqrt(32))
+
+
+def test_glu_feedforward_gates_one_half_with_gelu_of_the_other():
+    ffn = cram.GLUFeedForward(Config(**TINY))
+    x = torch.randn(4, 32)
+    a, gate = (x @ ffn.up.weight.T).chunk(2, dim=-1)
+    torch.testing.assert_close(ffn(x), (F.gelu(gate) * a) @ ffn.down.weight.T)
+
+
+# ---------------------------------------------------------------------------------------------- masking
+
+def test_masking_picks_exactly_a_quarter_of_each_sequence_split_26_3_3():
+    ids = torch.randint(5, 1000, (64, 128))
+    inputs, positions, targets = mask_tokens(ids, 4, 1000, 0.25, torch.Generator().manual_seed(0))
+    assert positions.shape == targets.shape == (64, 32)
+    assert all(len(set(row.tolist())) == 32 for row in positions)             # distinct positions
+    assert torch.equal(targets, ids.gather(1, positions))                      # targets are the originals
+    slots = inputs.gather(1, positions)
+    assert (slots[:, :26] == 4).all()                                          # 80%: [MASK]
+    assert torch.equal(slots[:, 29:], targets[:, 29:])                         # 10%: unchanged
+    changed = (inputs != ids).sum(1)
+    assert (changed <= 29).all() and (changed >= 26).all()                     # nothing else touched
+
+
+def test_masked_positions_are_uniform_over_the_sequence():
+    ids = torch.randint(5, 100, (40000, 16))
+    _, positions, _ = mask_tokens(ids, 4, 100, 0.25, torch.Generator().manual_seed(1))
+    counts = torch.bincount(positions.flatten(), minlength=16).float()
+    assert (counts / counts.mean() - 1).abs().max() < 0.05
+
+
+def test_masking_is_a_pure_function_of_the_generator_seed():
+    ids = torch.randint(5, 100, (8, 32))
+    a = mask_tokens(ids, 4, 100, 0.25, torch.Generator().manual_seed(7))
+    b = mask_tokens(ids, 4, 100, 0.25, torch.Generator().manual_seed(7))
+    assert all(torch.equal(x, y) for x, y in zip(a, b))
+
+
+# ---------------------------------------------------------------------------------------------- schedules
+
+@pytest.mark.parametrize("t, factor", [(0.0, 0.25), (0.5, 0.75), (0.75, 1.0), (0.875, 0.5), (1.0, 0.0)])
+def test_lr_is_one_cycle_on_the_budget_fraction(t, factor):
+    assert lr_at(t, 1e-3) == pytest.approx(factor * 1e-3)
+
+
+def test_batch_size_ramps_linearly_in_whole_micro_batches_to_the_target_at_60_percent():
+    assert batch_size_at(0.0, 128, 8192) == 128
+    assert batch_size_at(0.3, 128, 8192) == round((128 + 0.5 * (8192 - 128)) / 128) * 128
+    assert batch_size_at(0.6, 128, 8192) == batch_size_at(0.9, 128, 8192) == 8192
+    sizes = [batch_size_at(t / 100, 128, 8192) for t in range(101)]
+    assert sizes == sorted(sizes) and all(s % 128 == 0 for s in sizes)
+
+
+def test_weight_decay_skips_norms_and_the_position_scale():
+    model = CrammedBERT(Config(**TINY), 50, 16)
+    decay, no_decay = cram.make_optimizer(model, Config(**TINY), torch.device("cpu")).param_groups
+    assert no_decay["weight_decay"] == 0 and decay["weight_decay"] == 0.01
+    assert any(p is model.embed.pos_scale for p in no_decay["params"])
+    assert all(p.dim() == 2 for p in decay["params"])
+
+
+# ---------------------------------------------------------------------------------------------- training
+
+def test_config_flags_are_typed_and_typos_rejected():
+    cfg = cram.parse_config(["--preset", "tiny", "--lr", "3e-3", "--resume"])
+    assert cfg.lr == 3e-3 and cfg.resume is True and cfg.n_layer == 4
+    with pytest.raises(SystemExit):
+        cram.parse_config(["--learning_rate", "1"])
+
+
+def test_a_tiny_run_learns_and_logs_config_then_one_line_per_step(tmp_path):
+    data = write_data(tmp_path / "data")
+    out = tmp_path / "out"
+    run_cram("--data_dir", str(data), "--out_dir", str(out), "--max_steps", "40", "--lr", "1e-2", *TINY_FLAGS)
+    log = (out / "log.txt").read_text().splitlines()
+    assert log[0].startswith("config: ") and log[1].startswith("run: ")
+    steps = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    losses = [m["loss"] for m in steps if "loss" in m]
+    assert len(losses) == 40 == sum(line.startswith("step ") for line in log)
+    assert np.mean(losses[-5:]) < np.mean(losses[:5]) - 0.5
+    evals = [m["val_loss"] for m in steps if "val_loss" in m]
+    assert evals[-1] < math.log(64) - 0.5
+
+
+def test_same_seed_gives_the_same_loss_curve_bit_for_bit(tmp_path):
+    data = write_data(tmp_path / "data")
+    curves = []
+    for name in ("a", "b"):
+        run_cram("--data_dir", str(data), "--out_dir", str(tmp_path / name), "--max_steps", "6", *TINY_FLAGS)
+        lines = (tmp_path / name / "metrics.jsonl").read_text().splitlines()
+        curves.append([json.loads(x).get("loss") for x in lines])
+    assert curves[0] == curves[1]
+
+
+def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path):
+    data = write_data(tmp_path / "data")
+    flags = ["--data_dir", str(data), "--max_steps", "12", "--ckpt_every_min", "0", *TINY_FLAGS]
+    straight = run_cram(*flags, "--out_dir", str(tmp_path / "straight"))
+    proc = subprocess.Popen([sys.executable, str(ROOT / "cram.py"), *flags, "--out_dir", str(tmp_path / "killed")],
+                            stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    for line in proc.stdout:  # kill -9 in the middle of the run, after a few checkpoints
+        if line.startswith("step      5"):
+            proc.send_signal(signal.SIGKILL)
+            break
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    resumed = run_cram(*flags, "--out_dir", str(tmp_path / "killed"), "--resume")
+    assert "resuming at step" in resumed.stdout
+    def curve(name):  # step -> loss; the resumed run's lines for a step replace those lost with the kill
+        lines = [json.loads(x) for x in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
+        return {m["step"]: m["loss"] for m in lines if "loss" in m}, [m["val_loss"] for m in lines if "val_loss" in m]
+    (losses, vals), (losses_k, vals_k) = curve("straight"), curve("killed")
+    assert losses == losses_k and vals[-1] == vals_k[-1]
+
+
+def test_sigint_saves_a_checkpoint_and_says_how_to_resume(tmp_path):
+    data = write_data(tmp_path / "data")
+    proc = subprocess.Popen([sys.executable, str(ROOT / "cram.py"), "--data_dir", str(data), "--out_dir",
+                             str(tmp_path / "out"), "--max_steps", "100000", *TINY_FLAGS],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    for line in proc.stdout:
+        if line.startswith("step      3"):
+            proc.send_signal(signal.SIGINT)
+            break
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "Traceback" not in err
+    assert "--resume" in out and (tmp_path / "out" / "ckpt.pt").exists()
+
+
+def test_torchrun_with_two_cpu_processes_trains(tmp_path):
+    data = write_data(tmp_path / "data")
+    p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
+                        "29517", str(ROOT / "cram.py"), "--data_dir", str(data), "--out_dir", str(tmp_path / "out"),
+                        "--max_steps", "4", *TINY_FLAGS], capture_output=True, text=True, cwd=ROOT, timeout=180)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert '"world_size": 2' in p.stdout and "done: 4 steps" in p.stdout
+    # the batch target is global: one micro-batch per rank at t = 0 makes 2 x 4 sequences
+    assert "batch     8" in p.stdout
+
+
+# ---------------------------------------------------------------------------------------------- bad input
+
+def _error(tmp_path, *args):
+    p = run_cram(*args, "--out_dir", str(tmp_path / "out"), check=False)
+    assert p.returncode != 0 and "Traceback" not in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+    return p.stderr
+
+
+def test_bad_inputs_get_one_line_errors(tmp_path):
+    data = write_data(tmp_path / "data")
+    assert "run `python prepare.py" in _error(tmp_path, "--data_dir", str(tmp_path / "nowhere"))
+    assert "budget_hours must be > 0" in _error(tmp_path, "--data_dir", str(data), "--budget_hours", "0")
+    assert "micro_batch" in _error(tmp_path, "--data_dir", str(data), "--micro_batch", "64", "--batch_size", "8")
+    if not torch.cuda.is_available():
+        assert "no CUDA GPU" in _error(tmp_path, "--data_dir", str(data), "--device", "cuda")
+    assert "no checkpoint" in _error(tmp_path, "--data_dir", str(data), "--resume")
+    with open(data / "train.bin", "r+b") as f:
+        f.truncate(100)
+    assert "truncated" in _error(tmp_path, "--data_dir", str(data))
