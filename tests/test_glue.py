@@ -1,0 +1,294 @@
+"""finetune_glue.py as a specification: GLUE TSV parsing, inputs, metrics, the table, and one-line errors."""
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+import finetune_glue as fg  # noqa: E402
+from cram import Config, CrammedBERT  # noqa: E402
+
+WORDS = ("the a cat dog sat on mat is not good bad movie film he said \" ' , . ? ! yes no man woman play "
+         "plays playing ran runs quickly why what who where how it was were").split()
+
+# Tiny GLUE files in each task's real layout: headerless CoLA, MRPC with a byte-order mark, 10-column STS-B with
+# float scores, MNLI with many columns and two dev sets, and quote characters that are text, not CSV quoting.
+LAYOUTS = {
+    "CoLA": (None, lambda i, a, b: ["gj04", str(i % 2), "*" if i % 2 == 0 else "", a]),
+    "SST-2": (["sentence", "label"], lambda i, a, b: [a + " ", str(i % 2)]),
+    "MRPC": (["Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"],
+             lambda i, a, b: [str(i % 2), str(1000 + i), str(2000 + i), a, b]),
+    "STS-B": (["index", "genre", "filename", "year", "old_index", "source1", "source2", "sentence1", "sentence2",
+               "score"], lambda i, a, b: [str(i), "main-captions", "MSRvid", "2012test", f"{i:04d}", "none", "none",
+                                          a, b, f"{(i * 0.75) % 5:.3f}"]),
+    "QQP": (["id", "qid1", "qid2", "question1", "question2", "is_duplicate"],
+            lambda i, a, b: [str(i), str(2 * i), str(2 * i + 1), a + " ?", b + " ?", str(i % 2)]),
+    "MNLI": (["index", "promptID", "pairID", "genre", "sentence1_binary_parse", "sentence2_binary_parse",
+              "sentence1_parse", "sentence2_parse", "sentence1", "sentence2", "label1", "gold_label"],
+             lambda i, a, b: [str(i), "1", f"{i}e", "fiction", "( x )", "( y )", "(ROOT x)", "(ROOT y)", a, b,
+                              "neutral", ["entailment", "neutral", "contradiction"][i % 3]]),
+    "QNLI": (["index", "question", "sentence", "label"],
+             lambda i, a, b: [str(i), a + " ?", b, ["entailment", "not_entailment"][i % 2]]),
+    "RTE": (["index", "sentence1", "sentence2", "label"],
+            lambda i, a, b: [str(i), a, b, ["entailment", "not_entailment"][i % 2]]),
+}
+DEV_FILES = {"MNLI": ["dev_matched.tsv", "dev_mismatched.tsv"]}
+
+
+def sentence(rng, n):
+    return " ".join(rng.choice(WORDS, size=n))
+
+
+def write_task(glue, folder, n_train=12, n_dev=6, seed=0):
+    rng = np.random.default_rng(seed)
+    header, row = LAYOUTS[folder]
+    (glue / folder).mkdir(parents=True, exist_ok=True)
+    for name, n in [("train.tsv", n_train)] + [(f, n_dev) for f in DEV_FILES.get(folder, ["dev.tsv"])]:
+        lines = ([header] if header else []) + [row(i, sentence(rng, 3 + i % 7), sentence(rng, 2 + i % 5))
+                                                for i in range(n)]
+        bom = "\ufeff" if folder == "MRPC" else ""
+        (glue / folder / name).write_text(bom + "".join("\t".join(f) + "\n" for f in lines), encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory):
+    """A 1-layer, 32-wide checkpoint in cram.py's layout, with a tiny WordPiece tokenizer beside it."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+    folder = tmp_path_factory.mktemp("ckpt")
+    vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS)}
+    tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
+    tok.normalizer = normalizers.Lowercase()
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.save(str(folder / "tokenizer.json"))
+    meta = {"version": 1, "tokenizer": "wordpiece", "tokenizer_file": "tokenizer.json", "vocab_size": len(vocab),
+            "special_ids": {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}, "seq_len": 128}
+    (folder / "meta.json").write_text(json.dumps(meta))
+    cfg = Config(n_layer=1, n_embd=32, n_head=2, ffn_hidden=64)
+    torch.manual_seed(1234)  # not a fine-tuning seed, so --random_init's weights differ from these
+    model = CrammedBERT(cfg, len(vocab), 128)
+    torch.save({"model": model.state_dict(), "config": dataclasses.asdict(cfg), "vocab_size": len(vocab),
+                "seq_len": 128, "meta": meta, "step": 0}, folder / "ckpt.pt")
+    return folder / "ckpt.pt"
+
+
+@pytest.fixture(scope="module")
+def glue(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("glue")
+    for task in LAYOUTS:
+        write_task(folder, task)
+    return folder
+
+
+# ---------------------------------------------------------------------------------------------- end to end
+
+@pytest.mark.parametrize("task", list(fg.TASKS))
+def test_each_task_runs_end_to_end_and_writes_table_json_and_predictions(task, ckpt, glue, tmp_path):
+    table = fg.main([str(ckpt), "--glue_dir", str(glue), "--tasks", task, "--epochs", "1", "--seeds", "2",
+                     "--device", "cpu", "--out", str(tmp_path)])
+    names = ["mnli_m", "mnli_mm"] if task == "mnli" else [task]
+    assert list(table) == names
+    report = json.loads((tmp_path / "glue.json").read_text())
+    assert report["average_over"] == names and report["settings"]["seeds"] == 2
+    for name in names:
+        assert len(report["results"][name]["per_seed"]) == 2
+        rows = (tmp_path / "predictions" / f"{name}.tsv").read_text().splitlines()
+        assert rows[0] == "index\tprediction\tlabel" and len(rows) == 1 + 6
+        # the prediction file reproduces the metric of the seed it came from
+        preds, labels = np.array([[float(x) for x in r.split("\t")[1:]] for r in rows[1:]]).T
+        seed = report["results"][name]["predictions_seed"]
+        expected = report["results"][name]["per_seed"][seed]
+        assert fg.compute_metrics(task, preds, labels) == pytest.approx(expected)
+    assert "| model |" in (tmp_path / "glue.md").read_text()
+
+
+def test_random_init_keeps_the_architecture_but_not_the_weights(ckpt, glue, tmp_path):
+    args = [str(ckpt), "--glue_dir", str(glue), "--tasks", "rte", "--epochs", "1", "--seeds", "1", "--device", "cpu"]
+    fg.main(args + ["--out", str(tmp_path / "a")])
+    fg.main(args + ["--out", str(tmp_path / "b"), "--random_init"])
+    a, b = (json.loads((tmp_path / x / "glue.json").read_text()) for x in "ab")
+    assert (a["random_init"], b["random_init"]) == (False, True)
+    assert a["tasks"]["rte"]["final_loss"] != b["tasks"]["rte"]["final_loss"]  # same seed, other encoder weights
+    assert "(random init)" in (tmp_path / "b" / "glue.md").read_text()
+
+
+# ---------------------------------------------------------------------------------------------- parsing
+
+def test_quotes_are_text_not_csv_quoting(tmp_path):
+    path = tmp_path / "dev.tsv"
+    path.write_text('index\tsentence1\tsentence2\tlabel\n0\the said " hi\t"yes" , \'no\'\tentailment\n')
+    split = fg.read_tsv(str(path), *fg.TASKS["rte"][1:2], fg.TASKS["rte"][3])
+    assert split.a == ['he said " hi'] and split.b == ['"yes" , \'no\''] and split.labels.tolist() == [0]
+
+
+def test_label_ids_match_the_hub(glue):
+    for task, expected in [("rte", [0, 1]), ("qnli", [0, 1]), ("mnli", [0, 1, 2]), ("cola", [0, 1])]:
+        folder, cols, _, labels = fg.TASKS[task]
+        name = "dev_matched.tsv" if task == "mnli" else "dev.tsv"
+        split = fg.read_tsv(str(glue / folder / name), cols, labels)
+        assert split.labels[:len(expected)].tolist() == expected  # rows cycle through the labels in hub order
+
+
+def test_mrpc_bom_and_stsb_float_scores(glue):
+    mrpc = fg.read_tsv(str(glue / "MRPC" / "train.tsv"), *[fg.TASKS["mrpc"][i] for i in (1, 3)])
+    assert len(mrpc.a) == 12 and mrpc.labels.tolist()[:2] == [0, 1]
+    stsb = fg.read_tsv(str(glue / "STS-B" / "dev.tsv"), fg.TASKS["stsb"][1], None)
+    assert stsb.labels.dtype == np.float64 and stsb.labels.tolist()[:3] == [0.0, 0.75, 1.5]
+
+
+def test_malformed_row_is_skipped_and_reported_with_file_and_line(tmp_path, capsys):
+    path = tmp_path / "train.tsv"
+    path.write_text("index\tquestion\tsentence\tlabel\n0\tq\ts\tentailment\n1\tbroken row\tentailment\n"
+                    "2\tq\ts\tmaybe\n3\tq\ts\tnot_entailment\n")
+    split = fg.read_tsv(str(path), fg.TASKS["qnli"][1], fg.TASKS["qnli"][3])
+    assert split.labels.tolist() == [0, 1]
+    err = capsys.readouterr().err
+    assert str(path) in err and "skipped 2" in err and "line 3: 3 fields, expected 4" in err and "line 4" in err
+
+
+def test_max_train_keeps_the_first_rows(glue):
+    split = fg.read_tsv(str(glue / "SST-2" / "train.tsv"), fg.TASKS["sst2"][1], fg.TASKS["sst2"][3], limit=5)
+    assert len(split.a) == 5
+
+
+# ---------------------------------------------------------------------------------------------- inputs
+
+def test_pair_truncation_cuts_the_longer_side_first():
+    assert fg.truncate_pair([1] * 3, [2] * 4, 10) == ([1] * 3, [2] * 4)
+    assert fg.truncate_pair([1] * 100, [2] * 5, 20) == ([1] * 15, [2] * 5)
+    assert fg.truncate_pair([1] * 5, [2] * 100, 20) == ([1] * 5, [2] * 15)
+    a, b = fg.truncate_pair([1] * 50, [2] * 60, 20)
+    assert (len(a), len(b)) == (10, 10)
+
+
+def test_inputs_are_cls_a_sep_b_sep_truncated_to_max_len():
+    class Tok:
+        special = {"cls": 2, "sep": 3}
+        encode_batch = staticmethod(lambda texts: [[int(w) for w in t.split()] for t in texts])
+    pair = fg.encode(Tok, fg.Split(["7 8", " ".join(["9"] * 300)], ["5", "6 6"], None), 16)
+    assert pair[0] == [2, 7, 8, 3, 5, 3] and len(pair[1]) == 16 and pair[1][-4:] == [3, 6, 6, 3]
+    single = fg.encode(Tok, fg.Split(["7 8", " ".join(["9"] * 300)], None, None), 16)
+    assert single[0] == [2, 7, 8, 3] and len(single[1]) == 16 and single[1][-1] == 3
+
+
+def test_batches_are_padded_to_their_longest_sequence_with_a_mask():
+    ids, mask = fg.collate([[2, 7, 3], [2, 3]], pad_id=0, device=torch.device("cpu"))
+    assert ids.tolist() == [[2, 7, 3], [2, 3, 0]]
+    assert mask.tolist() == [[True, True, True], [True, True, False]]
+
+
+def test_lr_warms_up_linearly_for_10_percent_then_decays_by_cosine_to_zero():
+    lrs = [fg.lr_at(s, 100, 1.0) for s in range(100)]
+    assert lrs[0] == pytest.approx(0.1) and lrs[9] == pytest.approx(1.0)
+    assert lrs[10] == pytest.approx(1.0) and lrs[55] == pytest.approx(0.5) and lrs[99] < 1e-3
+    assert all(x >= y for x, y in zip(lrs[10:], lrs[11:]))
+
+
+def test_head_is_fresh_and_reads_the_cls_token():
+    torch.manual_seed(0)
+    model = fg.GlueModel(CrammedBERT(Config(n_layer=1, n_embd=32, n_head=2, ffn_hidden=64), 50, 128), 32, 3)
+    first, last = model.head[0], model.head[3]
+    assert (first.in_features, first.out_features, last.out_features) == (32, 1024, 3)
+    assert first.bias.abs().sum() == 0 and abs(first.weight.std().item() - 0.02) < 0.002
+    model.eval()
+    ids = torch.tensor([[2, 7, 8, 3], [2, 7, 9, 3]])
+    out = model(ids, torch.ones_like(ids, dtype=torch.bool))
+    assert out.shape == (2, 3) and not torch.equal(out[0], out[1])
+
+
+# ---------------------------------------------------------------------------------------------- metrics
+
+def test_metrics_equal_hand_computed_values():
+    preds, labels = np.array([1, 1, 0, 0, 1, 0]), np.array([1, 0, 0, 0, 1, 1])
+    # tp 2, fp 1, fn 1, tn 2: acc 4/6, f1 2*2/(2*2+1+1), mcc (2*2-1*1)/sqrt(3*3*3*3)
+    assert fg.compute_metrics("mrpc", preds, labels) == pytest.approx({"acc": 100 * 4 / 6, "f1": 100 * 4 / 6})
+    assert fg.compute_metrics("cola", preds, labels)["mcc"] == pytest.approx(100 * 3 / 9)
+    assert fg.compute_metrics("rte", preds, labels) == pytest.approx({"acc": 100 * 4 / 6})
+    sts = fg.compute_metrics("stsb", np.array([1.0, 2.0, 3.0, 5.0]), np.array([1.0, 2.0, 3.0, 4.0]))
+    x, y = np.array([1.0, 2, 3, 5]) - 2.75, np.array([1.0, 2, 3, 4]) - 2.5
+    assert sts["pearson"] == pytest.approx(100 * (x @ y) / np.sqrt((x @ x) * (y @ y)))
+    assert sts["spearman"] == pytest.approx(100.0)
+    assert fg.compute_metrics("stsb", np.ones(4), np.arange(4.0)) == {"pearson": 0.0, "spearman": 0.0}
+    assert fg.compute_metrics("cola", np.ones(6), labels)["mcc"] == 0.0
+
+
+def test_average_is_the_plain_mean_of_the_nine_numbers():
+    table = dict(zip(fg.MAIN_METRIC, [40.0, 90.0, 85.0, 80.0, 85.0, 80.0, 81.0, 88.0, 55.0]))
+    assert fg.average(table) == pytest.approx(684 / 9)
+    md = fg.markdown(table, "ckpt.pt", 5)
+    assert "| 76.0 |" in md and "all 9 numbers" in md and "MNLI-mm acc" in md
+    assert "subset" in fg.markdown({"rte": 55.0, "cola": 40.0}, "ckpt.pt", 5)
+
+
+# ---------------------------------------------------------------------------------------------- bad input
+
+@pytest.fixture(scope="module")
+def bad_runs(ckpt, glue, tmp_path_factory):
+    """Every bad command line as a subprocess, two at a time (each pays torch's import): name -> (rc, stderr)."""
+    tmp = tmp_path_factory.mktemp("bad")
+    (tmp / "empty" / "RTE").mkdir(parents=True)
+    (tmp / "empty" / "RTE" / "train.tsv").write_text("")
+    (tmp / "tok").mkdir()
+    (tmp / "tok" / "meta.json").write_text((ckpt.parent / "meta.json").read_text())
+    vocab = json.loads((ckpt.parent / "tokenizer.json").read_text())
+    vocab["model"]["vocab"]["extra"] = len(vocab["model"]["vocab"])  # one token more than the checkpoint has
+    (tmp / "tok" / "tokenizer.json").write_text(json.dumps(vocab))
+    cases = {
+        "unknown_task": [ckpt, "--glue_dir", glue, "--tasks", "rte,wnli"],
+        "missing_ckpt": [tmp / "nope.pt", "--glue_dir", glue],
+        "missing_tokenizer": [ckpt, "--glue_dir", glue, "--tokenizer_dir", tmp],
+        "vocab_mismatch": [ckpt, "--glue_dir", glue, "--tokenizer_dir", tmp / "tok"],
+        "missing_file": [ckpt, "--glue_dir", tmp, "--tasks", "rte"],
+        "empty_file": [ckpt, "--glue_dir", tmp / "empty", "--tasks", "rte"],
+        "no_hub": [ckpt, "--tasks", "rte"],
+    }
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}  # the hub fails at once instead of after retries
+    def run(args):
+        p = subprocess.run([sys.executable, str(ROOT / "finetune_glue.py"), *map(str, args)], cwd=ROOT, env=env,
+                           capture_output=True, text=True, timeout=120)
+        return p.returncode, p.stderr
+    with ThreadPoolExecutor(2) as pool:
+        return dict(zip(cases, pool.map(run, cases.values())))
+
+
+def assert_one_line_error(run, *needles):
+    rc, stderr = run
+    assert rc != 0 and "Traceback" not in stderr, stderr
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("finetune_glue.py: error:") and all(n in last for n in needles), stderr
+
+
+def test_unknown_task_is_a_one_line_error(bad_runs):
+    assert_one_line_error(bad_runs["unknown_task"], "unknown task 'wnli'")
+
+
+def test_missing_checkpoint_is_a_one_line_error(bad_runs):
+    assert_one_line_error(bad_runs["missing_ckpt"], "no checkpoint at", "nope.pt")
+
+
+def test_missing_tokenizer_is_a_one_line_error(bad_runs):
+    assert_one_line_error(bad_runs["missing_tokenizer"], "no tokenizer", "--tokenizer_dir")
+
+
+def test_vocab_mismatch_is_a_one_line_error(bad_runs):
+    assert_one_line_error(bad_runs["vocab_mismatch"], f"has {5 + len(WORDS) + 1} tokens but",
+                          f"was trained with {5 + len(WORDS)}")
+
+
+def test_missing_task_file_is_named(bad_runs):
+    assert_one_line_error(bad_runs["missing_file"], "missing", "RTE/train.tsv")
+
+
+def test_empty_task_file_is_named(bad_runs):
+    assert_one_line_error(bad_runs["empty_file"], "RTE/train.tsv", "no usable rows")
+
+
+def test_unreachable_hub_suggests_glue_dir(bad_runs):
+    assert_one_line_error(bad_runs["no_hub"], "hub", "--glue_dir")
