@@ -5,20 +5,15 @@ Usage:
     python finetune_glue.py out/ckpt.pt --glue_dir ../shared/data/glue --tasks cola,sst2,mrpc,stsb,rte
     python finetune_glue.py out/tiny/ckpt.pt --glue_dir ../shared/data/glue --tasks rte --seeds 1 --max_train 500
     python finetune_glue.py out/ckpt.pt --random_init                     # the "no pretraining" baseline
-    python finetune_glue.py --help                                        # every hyper-parameter, with its default
 
-The recipe (one hyper-parameter set for every task, as in the paper):
-- input [CLS] A [SEP] B [SEP] (single sentence: [CLS] A [SEP]), longest-first truncation to 128 tokens,
-  each batch padded to its own longest sequence, padding masked out of attention
-- head: hidden state of [CLS] -> Linear d->1024 -> Tanh -> Dropout 0.1 -> Linear 1024->labels, N(0, 0.02) init;
-  dropout 0.1 in the encoder too; STS-B is a regression (1 output, MSE), every other task cross-entropy
-- AdamW lr 4e-5, betas (0.9, 0.98), eps 1e-6, no weight decay; batch 16; 5 epochs; 10% linear warm-up then
-  cosine decay to 0; bf16 autocast on CUDA, fp32 elsewhere
-- dev sets, metric after the last epoch, median over 5 fine-tuning seeds; average = plain mean of 9 numbers
-  (MNLI matched and mismatched counted separately)
-Data: the hub's GLUE ("nyu-mll/glue"), or --glue_dir with the classic GLUE TSVs (<DIR>/RTE/train.tsv, dev.tsv).
+Recipe (one hyper-parameter set for all tasks): [CLS] A [SEP] B [SEP], truncated longest-first to 128 tokens and
+padded per batch; head [CLS] -> Linear d->1024 -> Tanh -> Dropout 0.1 -> Linear -> labels, N(0, 0.02); encoder
+dropout 0.1; cross-entropy (STS-B: 1 output, MSE); AdamW lr 4e-5, betas (0.9, 0.98), eps 1e-6, no weight decay,
+batch 16, 5 epochs, 10% linear warm-up then cosine decay; bf16 autocast on CUDA. Dev sets, metric after the last
+epoch, median over 5 seeds; the average is the plain mean of 9 numbers (MNLI matched and mismatched apart).
+Data: the hub's "nyu-mll/glue", or --glue_dir with the classic GLUE TSVs (<DIR>/RTE/train.tsv, dev.tsv, ...).
 Outputs in --out (default: the checkpoint's folder): glue.md (the table), glue.json (every number, per seed,
-settings, wall times), predictions/<task>.tsv (index, prediction, label of the median seed).
+settings, wall times), predictions/<task>.tsv (index, prediction, label; the median seed's).
 """
 import argparse
 import json
@@ -38,44 +33,41 @@ from tqdm import tqdm
 from cram import CramError, CrammedBERT, load_model, pick_device, run_info
 from prepare import load_tokenizer
 
-# Hyper-parameters (paper's "GLUE-sane" recipe); each one is a command-line flag of the same name in lowercase.
-LR = 4e-5
-BETA1, BETA2 = 0.9, 0.98
-ADAM_EPS = 1e-6
-WEIGHT_DECAY = 0.0
-BATCH_SIZE = 16
-EPOCHS = 5
-WARMUP = 0.1            # fraction of each task's steps spent warming the lr up linearly
+# Hyper-parameters (the paper's); each is also a command-line flag, its name in lower case.
+LR, BETA1, BETA2, ADAM_EPS, WEIGHT_DECAY = 4e-5, 0.9, 0.98, 1e-6, 0.0     # AdamW
+BATCH_SIZE, EPOCHS = 16, 5
+WARMUP = 0.1            # fraction of each task's steps with a linear lr warm-up; cosine decay to 0 after it
 DROPOUT = 0.1           # encoder and head
 HEAD_HIDDEN = 1024      # width of the classification head's hidden layer
 MAX_LEN = 128           # tokens per example, specials included
 SEEDS = 5               # fine-tuning runs per task; the median of each metric is reported
 EVAL_BATCH_SIZE = 128   # no gradients at evaluation, so larger batches fit
+HPARAMS = ("lr", "beta1", "beta2", "adam_eps", "weight_decay", "batch_size", "epochs", "warmup", "dropout",
+           "head_hidden", "max_len", "seeds", "eval_batch_size")
 
 HUB_NAME, HUB_URL = "nyu-mll/glue", "https://huggingface.co"
 # task: (TSV folder, TSV columns (a, b, label): header names, or indices for headerless CoLA,
-#        hub columns (a, b), TSV label text -> the hub's label id (None: a regression on float scores))
-BINARY, NLI2 = {"0": 0, "1": 1}, {"entailment": 0, "not_entailment": 1}
+#        hub columns (a, b), TSV label text -> the hub's label id (None: STS-B's float scores, a regression))
+BINARY, NLI2, NLI3 = {"0": 0, "1": 1}, {"entailment": 0, "not_entailment": 1}, {"entailment": 0, "neutral": 1,
+                                                                               "contradiction": 2}
 TASKS = {
     "cola": ("CoLA", (3, None, 1), ("sentence", None), BINARY),
     "sst2": ("SST-2", ("sentence", None, "label"), ("sentence", None), BINARY),
     "mrpc": ("MRPC", ("#1 String", "#2 String", "Quality"), ("sentence1", "sentence2"), BINARY),
     "stsb": ("STS-B", ("sentence1", "sentence2", "score"), ("sentence1", "sentence2"), None),
     "qqp": ("QQP", ("question1", "question2", "is_duplicate"), ("question1", "question2"), BINARY),
-    "mnli": ("MNLI", ("sentence1", "sentence2", "gold_label"), ("premise", "hypothesis"),
-             {"entailment": 0, "neutral": 1, "contradiction": 2}),
+    "mnli": ("MNLI", ("sentence1", "sentence2", "gold_label"), ("premise", "hypothesis"), NLI3),
     "qnli": ("QNLI", ("question", "sentence", "label"), ("question", "sentence"), NLI2),
     "rte": ("RTE", ("sentence1", "sentence2", "label"), ("sentence1", "sentence2"), NLI2),
 }
-# evaluation sets: name -> (task, TSV file, hub split); MNLI is scored on matched and mismatched dev sets
+# evaluation sets: name -> (task, TSV file, hub split); MNLI is scored on its matched and mismatched dev sets
 DEV_SETS = {t: (t, "dev.tsv", "validation") for t in TASKS if t != "mnli"}
 DEV_SETS.update(mnli_m=("mnli", "dev_matched.tsv", "validation_matched"),
                 mnli_mm=("mnli", "dev_mismatched.tsv", "validation_mismatched"))
-# the paper's table: one main metric per evaluation set, in this column order
-MAIN_METRIC = {"cola": "mcc", "sst2": "acc", "mrpc": "f1", "stsb": "pearson", "qqp": "f1", "mnli_m": "acc",
-               "mnli_mm": "acc", "qnli": "acc", "rte": "acc"}
-TITLES = {"cola": "CoLA", "sst2": "SST-2", "mrpc": "MRPC", "stsb": "STS-B", "qqp": "QQP", "mnli_m": "MNLI-m",
-          "mnli_mm": "MNLI-mm", "qnli": "QNLI", "rte": "RTE"}
+# the paper's table, in its column order: evaluation set -> (title, main metric)
+COLUMNS = {"cola": ("CoLA", "mcc"), "sst2": ("SST-2", "acc"), "mrpc": ("MRPC", "f1"), "stsb": ("STS-B", "pearson"),
+           "qqp": ("QQP", "f1"), "mnli_m": ("MNLI-m", "acc"), "mnli_mm": ("MNLI-mm", "acc"), "qnli": ("QNLI", "acc"),
+           "rte": ("RTE", "acc")}
 
 Split = namedtuple("Split", "a b labels")  # texts A, texts B (None for single-sentence tasks), labels (np.ndarray)
 
@@ -83,53 +75,44 @@ Split = namedtuple("Split", "a b labels")  # texts A, texts B (None for single-s
 # ----------------------------------------------------------------------------------------------------------------
 # Data: GLUE rows from TSV files or the hub, then token ids.
 
-def read_tsv(path, cols, labels, limit=None):
+def read_tsv(path, cols, labels, limit=0):
     """A GLUE TSV as a Split. Fields are split on tabs only: quote characters are text, never CSV quoting."""
     if not os.path.isfile(path):
         raise CramError(f"missing {path}: download the GLUE data and check --glue_dir")
-    rows, bad, header = [], [], None
-    with open(path, encoding="utf-8-sig", newline="\n") as f:  # utf-8-sig drops MRPC's byte-order mark
-        for lineno, line in enumerate(f, 1):
-            fields = line.rstrip("\r\n").split("\t")
-            if line.strip() == "":
-                continue
-            if header is None and isinstance(cols[0], str):
-                header = fields
-                missing = [c for c in cols if c is not None and c not in header]
-                if missing:
-                    raise CramError(f"{path}: no column {missing[0]!r} in the header line (found {header})")
-                idx = [None if c is None else header.index(c) for c in cols]
-                continue
-            idx = idx if header else cols
-            width = len(header) if header else max(cols[0], cols[2]) + 1
+    with open(path, encoding="utf-8-sig", newline="") as f:  # utf-8-sig drops MRPC's byte-order mark
+        lines = [(n, line.rstrip("\r")) for n, line in enumerate(f.read().split("\n"), 1) if line.strip()]
+    if not lines:
+        raise CramError(f"{path} is empty: re-download the GLUE data")
+    if isinstance(cols[0], str):  # a header line names the columns
+        header = lines.pop(0)[1].split("\t")
+        if any(c not in header for c in cols if c is not None):
+            raise CramError(f"{path}: the header {header} lacks one of the columns {[c for c in cols if c]}")
+        idx, width = [None if c is None else header.index(c) for c in cols], len(header)
+    else:  # headerless CoLA: the label and sentence columns are the second and the last
+        idx, width = cols, max(c for c in cols if c is not None) + 1
+    rows, bad = [], []
+    for n, line in lines:
+        fields = line.split("\t")
+        try:
             if len(fields) != width:
-                bad.append(f"line {lineno}: {len(fields)} fields, expected {width}")
-                continue
-            text = fields[idx[2]]
-            label = labels.get(text) if labels else _float(text)
-            if label is None:
-                bad.append(f"line {lineno}: label {text!r} is not one of {sorted(labels) if labels else 'floats'}")
-                continue
-            rows.append((fields[idx[0]], None if idx[1] is None else fields[idx[1]], label))
-            if limit and len(rows) == limit:
-                break
-    if bad:  # real QQP has a few broken lines: skip them, but say so
-        print(f"warning: {path}: skipped {len(bad)} malformed rows ({'; '.join(bad[:3])}"
-              f"{'; ...' if len(bad) > 3 else ''})", file=sys.stderr)
+                raise ValueError(f"{len(fields)} fields, expected {width}")
+            label = labels[fields[idx[2]]] if labels else float(fields[idx[2]])
+        except (KeyError, ValueError) as e:
+            bad.append(f"line {n}: {e.args[0] if isinstance(e, ValueError) else 'unknown label ' + str(e)}")
+            continue
+        rows.append((fields[idx[0]], None if idx[1] is None else fields[idx[1]], label))
+        if len(rows) == limit:
+            break
+    if bad:  # the real QQP has a few broken lines: skip them, but say so
+        print(f"warning: {path}: skipped {len(bad)} malformed rows ({'; '.join(bad[:3])}{'; ...' * (len(bad) > 3)})",
+              file=sys.stderr)
     if not rows:
-        raise CramError(f"{path} has no usable rows: it is empty or not this task's file; re-download it")
+        raise CramError(f"{path} has no usable rows: it is not this task's file; re-download the GLUE data")
     a, b, y = zip(*rows)
-    return Split(list(a), None if cols[1] is None else list(b), np.array(y))
+    return Split(list(a), None if idx[1] is None else list(b), np.array(y))
 
 
-def _float(text):
-    try:
-        return float(text)
-    except ValueError:
-        return None
-
-
-def read_hub(task, split, limit=None):
+def read_hub(task, split, limit=0):
     """A GLUE split from the Hugging Face hub as a Split (rows labelled -1 have no label and are dropped)."""
     if not os.environ.get("HF_HUB_OFFLINE"):  # fail in seconds, not after the hub client's long retries
         try:
@@ -142,16 +125,14 @@ def read_hub(task, split, limit=None):
     except Exception as e:
         raise CramError(f"cannot load {HUB_NAME} {task} {split} from the hub ({type(e).__name__}): pass --glue_dir "
                         "DIR with the GLUE TSVs") from None
-    if limit:
-        ds = ds.select(range(min(limit, len(ds))))
+    ds = ds.select(range(min(limit, len(ds)))) if limit else ds
+    ds = ds.filter(lambda y: y != -1, input_columns="label")
     col_a, col_b = TASKS[task][2]
-    keep = [i for i, y in enumerate(ds["label"]) if y != -1]
-    pick = lambda col: [ds[col][i] for i in keep]  # noqa: E731
-    return Split(pick(col_a), pick(col_b) if col_b else None, np.array(pick("label")))
+    return Split(ds[col_a], ds[col_b] if col_b else None, np.array(ds["label"]))
 
 
 def load_task(task, args):
-    """(train Split, {dev set name: Split}) from --glue_dir when given, else from the hub."""
+    """(train Split, {evaluation set name: Split}) from --glue_dir when given, else from the hub."""
     folder, cols, _, labels = TASKS[task]
     names = [n for n, (t, _, _) in DEV_SETS.items() if t == task]
     if args.glue_dir:
@@ -185,12 +166,11 @@ def collate(seqs, pad_id, device):
     ids = torch.full((len(seqs), int(lengths.max())), pad_id, dtype=torch.long)
     for i, s in enumerate(seqs):
         ids[i, :len(s)] = torch.tensor(s)
-    pad_mask = torch.arange(ids.shape[1])[None, :] < lengths[:, None]
-    return ids.to(device), pad_mask.to(device)
+    return ids.to(device), (torch.arange(ids.shape[1])[None, :] < lengths[:, None]).to(device)
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Model, schedule, training and evaluation.
+# Model, schedule, fine-tuning, evaluation.
 
 class GlueModel(nn.Module):
     """The pretrained encoder and a fresh head on the [CLS] (first) token."""
@@ -199,10 +179,9 @@ class GlueModel(nn.Module):
         super().__init__()
         self.encoder = encoder
         self.head = nn.Sequential(nn.Linear(n_embd, hidden), nn.Tanh(), nn.Dropout(dropout), nn.Linear(hidden, n_out))
-        for m in self.head:
-            if isinstance(m, nn.Linear):
-                nn.init.normal_(m.weight, mean=0.0, std=0.02)
-                nn.init.zeros_(m.bias)
+        for linear in (self.head[0], self.head[3]):
+            nn.init.normal_(linear.weight, mean=0.0, std=0.02)
+            nn.init.zeros_(linear.bias)
 
     def forward(self, ids, pad_mask):
         return self.head(self.encoder.encode(ids, pad_mask)[:, 0])           # (B, C) -> (B, n_out)
@@ -217,63 +196,86 @@ def lr_at(step, total, peak, warmup=WARMUP):
 
 
 def finetune(model, ids, labels, args, seed, device, amp, desc):
-    """args.epochs passes over (ids, labels) in random batches of args.batch_size; returns the last loss."""
+    """args.epochs passes over (ids, labels) in random batches of args.batch_size; returns the last batch's loss."""
     gen = torch.Generator().manual_seed(seed)
+    batches = [b for _ in range(args.epochs) for b in torch.randperm(len(ids), generator=gen).split(args.batch_size)]
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(args.beta1, args.beta2),
                                   eps=args.adam_eps, weight_decay=args.weight_decay, fused=device.type == "cuda")
-    total = args.epochs * math.ceil(len(ids) / args.batch_size)
     targets = torch.from_numpy(labels).to(device)
     model.train()
-    step, loss = 0, torch.zeros(())
-    with tqdm(total=total, desc=desc, unit="step", leave=False, dynamic_ncols=True) as bar:
-        for _ in range(args.epochs):
-            for batch in torch.randperm(len(ids), generator=gen).split(args.batch_size):
-                for group in optimizer.param_groups:
-                    group["lr"] = lr_at(step, total, args.lr, args.warmup)
-                with amp():
-                    out = model(*collate([ids[i] for i in batch], args.pad_id, device)).float()
-                y = targets[batch.to(device)]
-                loss = F.mse_loss(out[:, 0], y.float()) if out.shape[1] == 1 else F.cross_entropy(out, y)
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
-                step += 1
-                bar.update()
-                if step % 20 == 0 or step == total:
-                    bar.set_postfix(loss=f"{loss.item():.4f}")
+    for step, batch in enumerate(tqdm(batches, desc=desc, unit="step", leave=False, dynamic_ncols=True)):
+        for group in optimizer.param_groups:
+            group["lr"] = lr_at(step, len(batches), args.lr, args.warmup)
+        with amp():
+            out = model(*collate([ids[i] for i in batch], args.pad_id, device)).float()     # (B, n_out)
+        y = targets[batch.to(device)]
+        loss = F.mse_loss(out[:, 0], y.float()) if out.shape[1] == 1 else F.cross_entropy(out, y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
     return loss.item()
 
 
 @torch.no_grad()
 def predict(model, ids, args, device, amp):
-    """Class ids (or STS-B scores) for every example, in input order."""
+    """Class ids (STS-B: scores) for every example, in input order."""
     model.eval()
     order = np.argsort([len(s) for s in ids], kind="stable")  # similar lengths share a batch: little padding
-    preds = [None] * len(ids)
+    preds = np.zeros(len(ids))
     for start in range(0, len(ids), args.eval_batch_size):
         chunk = order[start:start + args.eval_batch_size]
         with amp():
             out = model(*collate([ids[i] for i in chunk], args.pad_id, device)).float()
-        values = out[:, 0] if out.shape[1] == 1 else out.argmax(dim=1)
-        for i, v in zip(chunk, values.tolist()):
-            preds[i] = v
-    return np.array(preds)
+        preds[chunk] = (out[:, 0] if out.shape[1] == 1 else out.argmax(dim=1)).cpu().numpy()
+    return preds if out.shape[1] == 1 else preds.astype(np.int64)
 
 
-def compute_metrics(name, preds, labels):
-    """GLUE's dev metrics for one evaluation set, times 100."""
+def compute_metrics(task, preds, labels):
+    """GLUE's dev metrics for one task's evaluation set, times 100."""
     from scipy.stats import pearsonr, spearmanr  # imported here: they add 2 s to every start, even a failing one
     from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
-    if name == "stsb":  # a correlation is undefined for constant predictions: count it as none
+    if task == "stsb":  # a correlation is undefined for constant predictions: count it as none
         flat = np.ptp(preds) == 0 or np.ptp(labels) == 0
         return {"pearson": 0.0 if flat else 100 * float(pearsonr(preds, labels)[0]),
                 "spearman": 0.0 if flat else 100 * float(spearmanr(preds, labels)[0])}
     out = {"acc": 100 * accuracy_score(labels, preds)}
-    if name == "cola":
+    if task == "cola":
         out["mcc"] = 100 * matthews_corrcoef(labels, preds)
-    if name in ("mrpc", "qqp"):
+    if task in ("mrpc", "qqp"):
         out["f1"] = 100 * f1_score(labels, preds, zero_division=0.0)
     return {k: float(v) for k, v in out.items()}
+
+
+def median(runs):
+    return {k: float(np.median([r[k] for r in runs])) for k in runs[0]}
+
+
+def run_task(task, weights, cfg, tok, args, device, amp):
+    """Fine-tune args.seeds times: ({eval set: [metrics per seed]}, {eval set: ([preds per seed], labels)}, info)."""
+    t0 = time.time()
+    train, devs = load_task(task, args)
+    train_ids, dev_ids = encode(tok, train, args.max_len), {n: encode(tok, d, args.max_len) for n, d in devs.items()}
+    info = {"n_train": len(train_ids), "n_dev": {n: len(d) for n, d in dev_ids.items()}, "data_s": time.time() - t0,
+            "train_s": [], "eval_s": [], "final_loss": []}
+    metrics, preds = {n: [] for n in devs}, {n: ([], d.labels) for n, d in devs.items()}
+    for seed in range(args.seeds):
+        torch.manual_seed(seed)
+        encoder = CrammedBERT(cfg, *args.vocab_seq)
+        if not args.random_init:  # --random_init keeps this fresh N(0, 0.02) encoder: the no-pretraining baseline
+            encoder.load_state_dict(weights)
+        model = GlueModel(encoder, cfg.n_embd, len(TASKS[task][3] or [0]), args.head_hidden, args.dropout).to(device)
+        t1 = time.time()
+        info["final_loss"].append(finetune(model, train_ids, train.labels, args, seed, device, amp, f"{task} {seed}"))
+        t2 = time.time()
+        for name, ids in dev_ids.items():
+            preds[name][0].append(predict(model, ids, args, device, amp))
+            metrics[name].append(compute_metrics(task, preds[name][0][-1], devs[name].labels))
+        info["train_s"].append(t2 - t1)
+        info["eval_s"].append(time.time() - t2)
+    for name in devs:
+        print(f"{name}: " + ", ".join(f"{k} {v:.2f}" for k, v in median(metrics[name]).items()) +
+              f" (median of {args.seeds} seeds; {len(train_ids)} train rows, {sum(info['train_s']):.0f} s training)")
+    return metrics, preds, info
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -286,17 +288,16 @@ def average(table):
 
 def markdown(table, model_name, seeds):
     cols = list(table)
-    lines = [f"| model | {' | '.join(f'{TITLES[c]} {MAIN_METRIC[c]}' for c in cols)} | avg |",
-             "|---|" + "---:|" * (len(cols) + 1),
-             f"| {model_name} | {' | '.join(f'{table[c]:.1f}' for c in cols)} | {average(table):.1f} |", ""]
-    scope = ("of all 9 numbers, as in the paper" if len(cols) == len(MAIN_METRIC) else
-             f"over the {len(cols)} numbers of the tasks run, a subset: not comparable with the paper's 9-number average")
-    lines.append(f"GLUE dev sets, median of {seeds} fine-tuning seed(s) per task; avg is the plain mean {scope}.")
+    lines = [f"| model | {' | '.join(' '.join(COLUMNS[c]) for c in cols)} | avg |", "|---|" + "---:|" * (len(cols) + 1),
+             f"| {model_name} | {' | '.join(f'{table[c]:.1f}' for c in cols)} | {average(table):.1f} |", "",
+             f"GLUE dev sets, median of {seeds} fine-tuning seed(s) per task; avg is the plain mean " +
+             ("of all 9 numbers, as in the paper." if len(cols) == len(COLUMNS) else f"over the {len(cols)} numbers "
+              "of the tasks run: a subset, not comparable with the paper's 9-number average.")]
     return "\n".join(lines) + "\n"
 
 
 def write_atomic(path, text):
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path + ".tmp", "w") as f:
         f.write(text)
     os.replace(path + ".tmp", path)
@@ -313,10 +314,9 @@ def parse_args(argv=None):
     p.add_argument("--max_train", type=int, default=0, help="use only the first N train rows per task (0: all)")
     p.add_argument("--random_init", action="store_true", help="re-initialise the encoder: no-pretraining baseline")
     p.add_argument("--device", default="auto", help="auto, cuda, cpu or mps")
-    for name in ("lr", "beta1", "beta2", "adam_eps", "weight_decay", "warmup", "dropout"):
-        p.add_argument(f"--{name}", type=float, default=globals()[name.upper()])
-    for name in ("batch_size", "epochs", "head_hidden", "max_len", "seeds", "eval_batch_size"):
-        p.add_argument(f"--{name}", type=int, default=globals()[name.upper()])
+    for name in HPARAMS:
+        default = globals()[name.upper()]
+        p.add_argument(f"--{name}", type=type(default), default=default)
     return p.parse_args(argv)
 
 
@@ -341,61 +341,32 @@ def run(args):
                         f"{vocab}: pass --tokenizer_dir with the data the checkpoint was trained on")
     if not 3 <= args.max_len <= seq_len:
         raise CramError(f"--max_len {args.max_len} must be between 3 and the model's {seq_len} positions")
-    args.pad_id = tok.special["pad"]
+    args.vocab_seq, args.pad_id = (vocab, seq_len), tok.special["pad"]
     out_dir = args.out or os.path.dirname(os.path.abspath(args.ckpt))
     amp = lambda: torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")  # noqa: E731
     info = run_info(device)
     print(f"settings: {json.dumps(vars(args))}\nrun: {json.dumps(info)}")
-    weights = {k: v.clone() for k, v in pretrained.state_dict().items()}
 
-    results, times, preds_of, labels_of = {}, {}, {}, {}
+    metrics, preds, times = {}, {}, {}
     for task in tasks:
-        t0 = time.time()
-        train, devs = load_task(task, args)
-        train_ids = encode(tok, train, args.max_len)
-        dev_ids = {name: encode(tok, dev, args.max_len) for name, dev in devs.items()}
-        labels_of.update({name: dev.labels for name, dev in devs.items()})
-        n_out = 1 if TASKS[task][3] is None else len(TASKS[task][3])
-        times[task] = {"data_s": time.time() - t0, "train_s": [], "eval_s": [], "n_train": len(train_ids),
-                       "n_dev": {n: len(d) for n, d in dev_ids.items()}, "final_loss": []}
-        for seed in range(args.seeds):
-            torch.manual_seed(seed)
-            encoder = CrammedBERT(cfg, vocab, seq_len)  # fresh N(0, 0.02) weights: kept only for --random_init
-            if not args.random_init:
-                encoder.load_state_dict(weights)
-            model = GlueModel(encoder, cfg.n_embd, n_out, args.head_hidden, args.dropout).to(device)
-            t1 = time.time()
-            loss = finetune(model, train_ids, train.labels, args, seed, device, amp, f"{task} seed {seed}")
-            times[task]["train_s"].append(time.time() - t1)
-            times[task]["final_loss"].append(loss)
-            t1 = time.time()
-            for name, ids in dev_ids.items():
-                preds = predict(model, ids, args, device, amp)
-                results.setdefault(name, []).append(compute_metrics(task, preds, devs[name].labels))
-                preds_of.setdefault(name, []).append(preds)
-            times[task]["eval_s"].append(time.time() - t1)
-        for name in dev_ids:
-            median = {k: float(np.median([r[k] for r in results[name]])) for k in results[name][0]}
-            print(f"{name}: " + ", ".join(f"{k} {v:.2f}" for k, v in median.items()) +
-                  f" (median of {args.seeds}; {sum(times[task]['train_s']):.0f} s training)")
-
-    table, report = {}, {}
-    for name in (n for n in MAIN_METRIC if n in results):
-        runs, main = results[name], MAIN_METRIC[name]
-        median = {k: float(np.median([r[k] for r in runs])) for k in runs[0]}
-        table[name] = median[main]
+        m, p, times[task] = run_task(task, pretrained.state_dict(), cfg, tok, args, device, amp)
+        metrics.update(m)
+        preds.update(p)
+    table, results = {}, {}
+    for name in (n for n in COLUMNS if n in metrics):
+        runs, main = metrics[name], COLUMNS[name][1]
+        table[name] = median(runs)[main]
         pick = int(np.argsort([r[main] for r in runs], kind="stable")[(len(runs) - 1) // 2])  # the (lower) median
-        report[name] = {"main": main, "median": median, "per_seed": runs, "predictions_seed": pick}
-        rows = zip(preds_of[name][pick].tolist(), labels_of[name].tolist())
+        results[name] = {"main": main, "median": median(runs), "per_seed": runs, "predictions_seed": pick}
+        rows = enumerate(zip(preds[name][0][pick].tolist(), preds[name][1].tolist()))
         write_atomic(os.path.join(out_dir, "predictions", f"{name}.tsv"),
-                     "index\tprediction\tlabel\n" + "".join(f"{i}\t{p}\t{y}\n" for i, (p, y) in enumerate(rows)))
-    model_name = args.ckpt + (" (random init)" if args.random_init else "")
-    md = markdown(table, model_name, args.seeds)
+                     "index\tprediction\tlabel\n" + "".join(f"{i}\t{p}\t{y}\n" for i, (p, y) in rows))
+    md = markdown(table, args.ckpt + (" (random init)" if args.random_init else ""), args.seeds)
     total_s = time.time() - t_start
     write_atomic(os.path.join(out_dir, "glue.md"), md)
     write_atomic(os.path.join(out_dir, "glue.json"), json.dumps({
         "checkpoint": os.path.abspath(args.ckpt), "random_init": args.random_init, "settings": vars(args),
-        "run": info, "table": table, "average": average(table), "average_over": list(table), "results": report,
+        "run": info, "table": table, "average": average(table), "average_over": list(table), "results": results,
         "tasks": times, "total_s": total_s}, indent=1))
     print("\n" + md + f"\nwrote {out_dir}/glue.md, glue.json and predictions/; total wall time {total_s / 60:.1f} min")
     return table
