@@ -6,14 +6,11 @@ Usage:
     python finetune_glue.py out/tiny/ckpt.pt --glue_dir ../shared/data/glue --tasks rte --seeds 1 --max_train 500
     python finetune_glue.py out/ckpt.pt --random_init                     # the "no pretraining" baseline
 
-Recipe (one hyper-parameter set for all tasks): [CLS] A [SEP] B [SEP], truncated longest-first to 128 tokens and
-padded per batch; head [CLS] -> Linear d->1024 -> Tanh -> Dropout 0.1 -> Linear -> labels, N(0, 0.02); encoder
-dropout 0.1; cross-entropy (STS-B: 1 output, MSE); AdamW lr 4e-5, betas (0.9, 0.98), eps 1e-6, no weight decay,
-batch 16, 5 epochs, 10% linear warm-up then cosine decay; bf16 autocast on CUDA. Dev sets, metric after the last
-epoch, median over 5 seeds; the average is the plain mean of 9 numbers (MNLI matched and mismatched apart).
-Data: the hub's "nyu-mll/glue", or --glue_dir with the classic GLUE TSVs (<DIR>/RTE/train.tsv, dev.tsv, ...).
-Outputs in --out (default: the checkpoint's folder): glue.md (the table), glue.json (every number, per seed,
-settings, wall times), predictions/<task>.tsv (index, prediction, label; the median seed's).
+One recipe for all tasks (the constants below): [CLS] A [SEP] B [SEP], a fresh head on [CLS], cross-entropy (STS-B:
+MSE), AdamW, warm-up then cosine decay, bf16 on CUDA. Dev-set metrics after the last epoch, median over seeds; the
+average is the plain mean of 9 numbers (MNLI-m and -mm apart). Data: the hub's "nyu-mll/glue", or --glue_dir with the
+GLUE TSVs. Outputs in --out (default: the checkpoint's folder): glue.md (the table), glue.json (every number, per
+seed, settings, wall times), predictions/<set>.tsv (index, prediction, label; the median seed's).
 """
 import argparse
 import json
@@ -23,6 +20,7 @@ import sys
 import time
 import urllib.request
 from collections import namedtuple
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -39,17 +37,17 @@ BATCH_SIZE, EPOCHS = 16, 5
 WARMUP = 0.1            # fraction of each task's steps with a linear lr warm-up; cosine decay to 0 after it
 DROPOUT = 0.1           # encoder and head
 HEAD_HIDDEN = 1024      # width of the classification head's hidden layer
-MAX_LEN = 128           # tokens per example, specials included
+MAX_LEN = 128           # tokens per example, specials included; pairs are truncated longest-first
 SEEDS = 5               # fine-tuning runs per task; the median of each metric is reported
 EVAL_BATCH_SIZE = 128   # no gradients at evaluation, so larger batches fit
 HPARAMS = ("lr", "beta1", "beta2", "adam_eps", "weight_decay", "batch_size", "epochs", "warmup", "dropout",
            "head_hidden", "max_len", "seeds", "eval_batch_size")
 
 HUB_NAME, HUB_URL = "nyu-mll/glue", "https://huggingface.co"
-# task: (TSV folder, TSV columns (a, b, label): header names, or indices for headerless CoLA,
-#        hub columns (a, b), TSV label text -> the hub's label id (None: STS-B's float scores, a regression))
-BINARY, NLI2, NLI3 = {"0": 0, "1": 1}, {"entailment": 0, "not_entailment": 1}, {"entailment": 0, "neutral": 1,
-                                                                               "contradiction": 2}
+BINARY, NLI2 = {"0": 0, "1": 1}, {"entailment": 0, "not_entailment": 1}  # TSV label text -> the hub's label id
+NLI3 = {"entailment": 0, "neutral": 1, "contradiction": 2}
+# task: (TSV folder, TSV columns (a, b, label): header names, or indices for headerless CoLA, hub columns (a, b),
+#        label ids (None: STS-B's float scores, a regression))
 TASKS = {
     "cola": ("CoLA", (3, None, 1), ("sentence", None), BINARY),
     "sst2": ("SST-2", ("sentence", None, "label"), ("sentence", None), BINARY),
@@ -60,15 +58,11 @@ TASKS = {
     "qnli": ("QNLI", ("question", "sentence", "label"), ("question", "sentence"), NLI2),
     "rte": ("RTE", ("sentence1", "sentence2", "label"), ("sentence1", "sentence2"), NLI2),
 }
-# evaluation sets: name -> (task, TSV file, hub split); MNLI is scored on its matched and mismatched dev sets
-DEV_SETS = {t: (t, "dev.tsv", "validation") for t in TASKS if t != "mnli"}
-DEV_SETS.update(mnli_m=("mnli", "dev_matched.tsv", "validation_matched"),
-                mnli_mm=("mnli", "dev_mismatched.tsv", "validation_mismatched"))
 # the paper's table, in its column order: evaluation set -> (title, main metric)
 COLUMNS = {"cola": ("CoLA", "mcc"), "sst2": ("SST-2", "acc"), "mrpc": ("MRPC", "f1"), "stsb": ("STS-B", "pearson"),
            "qqp": ("QQP", "f1"), "mnli_m": ("MNLI-m", "acc"), "mnli_mm": ("MNLI-mm", "acc"), "qnli": ("QNLI", "acc"),
            "rte": ("RTE", "acc")}
-
+DEV_SUFFIX = {"mnli_m": "_matched", "mnli_mm": "_mismatched"}  # MNLI's two dev sets: dev_matched.tsv, ...
 Split = namedtuple("Split", "a b labels")  # texts A, texts B (None for single-sentence tasks), labels (np.ndarray)
 
 
@@ -80,27 +74,24 @@ def read_tsv(path, cols, labels, limit=0):
     if not os.path.isfile(path):
         raise CramError(f"missing {path}: download the GLUE data and check --glue_dir")
     with open(path, encoding="utf-8-sig", newline="") as f:  # utf-8-sig drops MRPC's byte-order mark
-        lines = [(n, line.rstrip("\r")) for n, line in enumerate(f.read().split("\n"), 1) if line.strip()]
+        lines = [(n, line.rstrip("\r").split("\t")) for n, line in enumerate(f.read().split("\n"), 1) if line.strip()]
     if not lines:
         raise CramError(f"{path} is empty: re-download the GLUE data")
-    if isinstance(cols[0], str):  # a header line names the columns
-        header = lines.pop(0)[1].split("\t")
-        if any(c not in header for c in cols if c is not None):
-            raise CramError(f"{path}: the header {header} lacks one of the columns {[c for c in cols if c]}")
-        idx, width = [None if c is None else header.index(c) for c in cols], len(header)
-    else:  # headerless CoLA: the label and sentence columns are the second and the last
-        idx, width = cols, max(c for c in cols if c is not None) + 1
+    # a header line names the columns; headerless CoLA has 4, given by index (the sentence is the last)
+    header = lines.pop(0)[1] if isinstance(cols[0], str) else list(range(cols[0] + 1))
+    if not {c for c in cols if c is not None} <= set(header):
+        raise CramError(f"{path}: the header {header} lacks one of the columns {[c for c in cols if c]}")
+    i_a, i_b, i_y = [None if c is None else header.index(c) for c in cols]
     rows, bad = [], []
-    for n, line in lines:
-        fields = line.split("\t")
+    for n, fields in lines:
         try:
-            if len(fields) != width:
-                raise ValueError(f"{len(fields)} fields, expected {width}")
-            label = labels[fields[idx[2]]] if labels else float(fields[idx[2]])
-        except (KeyError, ValueError) as e:
-            bad.append(f"line {n}: {e.args[0] if isinstance(e, ValueError) else 'unknown label ' + str(e)}")
+            if len(fields) != len(header):
+                raise ValueError(f"{len(fields)} fields, expected {len(header)}")
+            label = labels[fields[i_y]] if labels else float(fields[i_y])
+        except (KeyError, ValueError) as e:  # KeyError: a label this task does not have
+            bad.append(f"line {n}: {e}" if isinstance(e, ValueError) else f"line {n}: unknown label {e}")
             continue
-        rows.append((fields[idx[0]], None if idx[1] is None else fields[idx[1]], label))
+        rows.append((fields[i_a], None if i_b is None else fields[i_b], label))
         if len(rows) == limit:
             break
     if bad:  # the real QQP has a few broken lines: skip them, but say so
@@ -109,7 +100,7 @@ def read_tsv(path, cols, labels, limit=0):
     if not rows:
         raise CramError(f"{path} has no usable rows: it is not this task's file; re-download the GLUE data")
     a, b, y = zip(*rows)
-    return Split(list(a), None if idx[1] is None else list(b), np.array(y))
+    return Split(list(a), None if i_b is None else list(b), np.array(y))
 
 
 def read_hub(task, split, limit=0):
@@ -125,8 +116,7 @@ def read_hub(task, split, limit=0):
     except Exception as e:
         raise CramError(f"cannot load {HUB_NAME} {task} {split} from the hub ({type(e).__name__}): pass --glue_dir "
                         "DIR with the GLUE TSVs") from None
-    ds = ds.select(range(min(limit, len(ds)))) if limit else ds
-    ds = ds.filter(lambda y: y != -1, input_columns="label")
+    ds = (ds.select(range(min(limit, len(ds)))) if limit else ds).filter(lambda y: y != -1, input_columns="label")
     col_a, col_b = TASKS[task][2]
     return Split(ds[col_a], ds[col_b] if col_b else None, np.array(ds["label"]))
 
@@ -134,12 +124,13 @@ def read_hub(task, split, limit=0):
 def load_task(task, args):
     """(train Split, {evaluation set name: Split}) from --glue_dir when given, else from the hub."""
     folder, cols, _, labels = TASKS[task]
-    names = [n for n, (t, _, _) in DEV_SETS.items() if t == task]
+    # evaluation set -> its file dev<suffix>.tsv, hub split validation<suffix>
+    devs = {n: DEV_SUFFIX.get(n, "") for n in COLUMNS if n.split("_")[0] == task}
     if args.glue_dir:
         path = lambda name: os.path.join(args.glue_dir, folder, name)  # noqa: E731
         return (read_tsv(path("train.tsv"), cols, labels, args.max_train),
-                {n: read_tsv(path(DEV_SETS[n][1]), cols, labels) for n in names})
-    return read_hub(task, "train", args.max_train), {n: read_hub(task, DEV_SETS[n][2]) for n in names}
+                {n: read_tsv(path(f"dev{s}.tsv"), cols, labels) for n, s in devs.items()})
+    return read_hub(task, "train", args.max_train), {n: read_hub(task, f"validation{s}") for n, s in devs.items()}
 
 
 def truncate_pair(a, b, budget):
@@ -195,7 +186,7 @@ def lr_at(step, total, peak, warmup=WARMUP):
     return peak * 0.5 * (1 + math.cos(math.pi * (step - n_warm) / max(1, total - n_warm)))
 
 
-def finetune(model, ids, labels, args, seed, device, amp, desc):
+def finetune(model, ids, labels, args, seed, device, desc):
     """args.epochs passes over (ids, labels) in random batches of args.batch_size; returns the last batch's loss."""
     gen = torch.Generator().manual_seed(seed)
     batches = [b for _ in range(args.epochs) for b in torch.randperm(len(ids), generator=gen).split(args.batch_size)]
@@ -206,7 +197,7 @@ def finetune(model, ids, labels, args, seed, device, amp, desc):
     for step, batch in enumerate(tqdm(batches, desc=desc, unit="step", leave=False, dynamic_ncols=True)):
         for group in optimizer.param_groups:
             group["lr"] = lr_at(step, len(batches), args.lr, args.warmup)
-        with amp():
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
             out = model(*collate([ids[i] for i in batch], args.pad_id, device)).float()     # (B, n_out)
         y = targets[batch.to(device)]
         loss = F.mse_loss(out[:, 0], y.float()) if out.shape[1] == 1 else F.cross_entropy(out, y)
@@ -217,14 +208,13 @@ def finetune(model, ids, labels, args, seed, device, amp, desc):
 
 
 @torch.no_grad()
-def predict(model, ids, args, device, amp):
+def predict(model, ids, args, device):
     """Class ids (STS-B: scores) for every example, in input order."""
     model.eval()
     order = np.argsort([len(s) for s in ids], kind="stable")  # similar lengths share a batch: little padding
     preds = np.zeros(len(ids))
-    for start in range(0, len(ids), args.eval_batch_size):
-        chunk = order[start:start + args.eval_batch_size]
-        with amp():
+    for chunk in np.array_split(order, range(args.eval_batch_size, len(ids), args.eval_batch_size)):
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
             out = model(*collate([ids[i] for i in chunk], args.pad_id, device)).float()
         preds[chunk] = (out[:, 0] if out.shape[1] == 1 else out.argmax(dim=1)).cpu().numpy()
     return preds if out.shape[1] == 1 else preds.astype(np.int64)
@@ -236,28 +226,24 @@ def compute_metrics(task, preds, labels):
     from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
     if task == "stsb":  # a correlation is undefined for constant predictions: count it as none
         flat = np.ptp(preds) == 0 or np.ptp(labels) == 0
-        return {"pearson": 0.0 if flat else 100 * float(pearsonr(preds, labels)[0]),
-                "spearman": 0.0 if flat else 100 * float(spearmanr(preds, labels)[0])}
-    out = {"acc": 100 * accuracy_score(labels, preds)}
+        return {name: 0.0 if flat else 100 * float(corr(preds, labels)[0])
+                for name, corr in (("pearson", pearsonr), ("spearman", spearmanr))}
+    out = {"acc": accuracy_score(labels, preds)}
     if task == "cola":
-        out["mcc"] = 100 * matthews_corrcoef(labels, preds)
+        out["mcc"] = matthews_corrcoef(labels, preds)
     if task in ("mrpc", "qqp"):
-        out["f1"] = 100 * f1_score(labels, preds, zero_division=0.0)
-    return {k: float(v) for k, v in out.items()}
+        out["f1"] = f1_score(labels, preds, zero_division=0.0)
+    return {k: 100 * float(v) for k, v in out.items()}
 
 
-def median(runs):
-    return {k: float(np.median([r[k] for r in runs])) for k in runs[0]}
-
-
-def run_task(task, weights, cfg, tok, args, device, amp):
-    """Fine-tune args.seeds times: ({eval set: [metrics per seed]}, {eval set: ([preds per seed], labels)}, info)."""
+def run_task(task, weights, cfg, tok, args, device, out_dir):
+    """Fine-tune args.seeds times and write the median seed's predictions; returns ({eval set: results}, info)."""
     t0 = time.time()
     train, devs = load_task(task, args)
     train_ids, dev_ids = encode(tok, train, args.max_len), {n: encode(tok, d, args.max_len) for n, d in devs.items()}
     info = {"n_train": len(train_ids), "n_dev": {n: len(d) for n, d in dev_ids.items()}, "data_s": time.time() - t0,
             "train_s": [], "eval_s": [], "final_loss": []}
-    metrics, preds = {n: [] for n in devs}, {n: ([], d.labels) for n, d in devs.items()}
+    preds = {n: [] for n in devs}  # eval set -> predictions per seed
     for seed in range(args.seeds):
         torch.manual_seed(seed)
         encoder = CrammedBERT(cfg, *args.vocab_seq)
@@ -265,17 +251,23 @@ def run_task(task, weights, cfg, tok, args, device, amp):
             encoder.load_state_dict(weights)
         model = GlueModel(encoder, cfg.n_embd, len(TASKS[task][3] or [0]), args.head_hidden, args.dropout).to(device)
         t1 = time.time()
-        info["final_loss"].append(finetune(model, train_ids, train.labels, args, seed, device, amp, f"{task} {seed}"))
-        t2 = time.time()
+        info["final_loss"].append(finetune(model, train_ids, train.labels, args, seed, device, f"{task} {seed}"))
+        info["train_s"].append(time.time() - t1)
         for name, ids in dev_ids.items():
-            preds[name][0].append(predict(model, ids, args, device, amp))
-            metrics[name].append(compute_metrics(task, preds[name][0][-1], devs[name].labels))
-        info["train_s"].append(t2 - t1)
-        info["eval_s"].append(time.time() - t2)
-    for name in devs:
-        print(f"{name}: " + ", ".join(f"{k} {v:.2f}" for k, v in median(metrics[name]).items()) +
+            preds[name].append(predict(model, ids, args, device))
+        info["eval_s"].append(time.time() - t1 - info["train_s"][-1])
+    results = {}
+    for name, dev in devs.items():
+        runs, main = [compute_metrics(task, p, dev.labels) for p in preds[name]], COLUMNS[name][1]
+        median = {k: float(np.median([r[k] for r in runs])) for k in runs[0]}
+        pick = int(np.argsort([r[main] for r in runs], kind="stable")[(len(runs) - 1) // 2])  # the (lower) median
+        results[name] = {"main": main, "median": median, "per_seed": runs, "predictions_seed": pick}
+        rows = enumerate(zip(preds[name][pick].tolist(), dev.labels.tolist()))
+        tsv = "index\tprediction\tlabel\n" + "".join(f"{i}\t{p}\t{y}\n" for i, (p, y) in rows)
+        (out_dir / "predictions" / f"{name}.tsv").write_text(tsv)
+        print(f"{name}: " + ", ".join(f"{k} {v:.2f}" for k, v in median.items()) +
               f" (median of {args.seeds} seeds; {len(train_ids)} train rows, {sum(info['train_s']):.0f} s training)")
-    return metrics, preds, info
+    return results, info
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -296,13 +288,6 @@ def markdown(table, model_name, seeds):
     return "\n".join(lines) + "\n"
 
 
-def write_atomic(path, text):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path + ".tmp", "w") as f:
-        f.write(text)
-    os.replace(path + ".tmp", path)
-
-
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description="Fine-tune a cram.py checkpoint on GLUE (the paper's recipe).",
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -315,8 +300,7 @@ def parse_args(argv=None):
     p.add_argument("--random_init", action="store_true", help="re-initialise the encoder: no-pretraining baseline")
     p.add_argument("--device", default="auto", help="auto, cuda, cpu or mps")
     for name in HPARAMS:
-        default = globals()[name.upper()]
-        p.add_argument(f"--{name}", type=type(default), default=default)
+        p.add_argument(f"--{name}", type=type(globals()[name.upper()]), default=globals()[name.upper()])
     return p.parse_args(argv)
 
 
@@ -342,29 +326,20 @@ def run(args):
     if not 3 <= args.max_len <= seq_len:
         raise CramError(f"--max_len {args.max_len} must be between 3 and the model's {seq_len} positions")
     args.vocab_seq, args.pad_id = (vocab, seq_len), tok.special["pad"]
-    out_dir = args.out or os.path.dirname(os.path.abspath(args.ckpt))
-    amp = lambda: torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")  # noqa: E731
+    out_dir = Path(args.out or os.path.dirname(os.path.abspath(args.ckpt)))
+    (out_dir / "predictions").mkdir(parents=True, exist_ok=True)
     info = run_info(device)
     print(f"settings: {json.dumps(vars(args))}\nrun: {json.dumps(info)}")
 
-    metrics, preds, times = {}, {}, {}
+    results, times = {}, {}
     for task in tasks:
-        m, p, times[task] = run_task(task, pretrained.state_dict(), cfg, tok, args, device, amp)
-        metrics.update(m)
-        preds.update(p)
-    table, results = {}, {}
-    for name in (n for n in COLUMNS if n in metrics):
-        runs, main = metrics[name], COLUMNS[name][1]
-        table[name] = median(runs)[main]
-        pick = int(np.argsort([r[main] for r in runs], kind="stable")[(len(runs) - 1) // 2])  # the (lower) median
-        results[name] = {"main": main, "median": median(runs), "per_seed": runs, "predictions_seed": pick}
-        rows = enumerate(zip(preds[name][0][pick].tolist(), preds[name][1].tolist()))
-        write_atomic(os.path.join(out_dir, "predictions", f"{name}.tsv"),
-                     "index\tprediction\tlabel\n" + "".join(f"{i}\t{p}\t{y}\n" for i, (p, y) in rows))
+        task_results, times[task] = run_task(task, pretrained.state_dict(), cfg, tok, args, device, out_dir)
+        results.update(task_results)
+    table = {n: results[n]["median"][COLUMNS[n][1]] for n in COLUMNS if n in results}  # in the paper's column order
     md = markdown(table, args.ckpt + (" (random init)" if args.random_init else ""), args.seeds)
     total_s = time.time() - t_start
-    write_atomic(os.path.join(out_dir, "glue.md"), md)
-    write_atomic(os.path.join(out_dir, "glue.json"), json.dumps({
+    (out_dir / "glue.md").write_text(md)
+    (out_dir / "glue.json").write_text(json.dumps({
         "checkpoint": os.path.abspath(args.ckpt), "random_init": args.random_init, "settings": vars(args),
         "run": info, "table": table, "average": average(table), "average_over": list(table), "results": results,
         "tasks": times, "total_s": total_s}, indent=1))
