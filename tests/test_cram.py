@@ -263,3 +263,13 @@ def test_bad_inputs_get_one_line_errors(tmp_path):
     with open(data / "train.bin", "r+b") as f:
         f.truncate(100)
     assert "truncated" in _error(tmp_path, "--data_dir", str(data))
+
+
+def test_divergence_stops_with_a_clear_message_and_keeps_finite_weights_on_disk(tmp_path):
+    data = write_data(tmp_path / "data")
+    out = tmp_path / "out"
+    p = run_cram("--data_dir", str(data), "--out_dir", str(out), "--max_steps", "20", "--ckpt_every_min", "0",
+                 "--lr", "1e30", "--grad_clip", "1e30", *TINY_FLAGS, check=False)
+    assert p.returncode == 1 and "training diverged" in p.stderr and "Traceback" not in p.stderr
+    state = torch.load(out / "ckpt.pt", weights_only=False)["model"]
+    assert all(torch.isfinite(v).all() for v in state.values())
