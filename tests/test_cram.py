@@ -168,7 +168,7 @@ def test_weight_decay_skips_norms_and_the_position_scale():
 
 def test_config_flags_are_typed_and_typos_rejected():
     cfg = cram.parse_config(["--preset", "tiny", "--lr", "3e-3", "--resume"])
-    assert cfg.lr == 3e-3 and cfg.resume is True and cfg.n_layer == 4
+    assert cfg.lr == 3e-3 and cfg.resume is True and cfg.n_layer == 4 and cfg.n_embd == 128
     with pytest.raises(SystemExit):
         cram.parse_config(["--learning_rate", "1"])
 
