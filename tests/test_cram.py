@@ -27,7 +27,7 @@ def write_data(folder, n_train=64, n_val=8, T=32, vocab=64, seed=0):
     rng = np.random.default_rng(seed)
     sentences = rng.integers(5, vocab, size=(8, 8))
     def rows(n):
-        return np.stack([np.resize(sentences[rng.integers(8)], T) for _ in range(n)]).astype(np.uint16)
+        return np.array([np.resize(sentences[rng.integers(8)], T) for _ in range(n)], dtype=np.uint16)
     folder.mkdir(parents=True, exist_ok=True)
     rows(n_train).tofile(folder / "train.bin")
     rows(n_val).tofile(folder / "val.bin")
@@ -273,3 +273,25 @@ def test_divergence_stops_with_a_clear_message_and_keeps_finite_weights_on_disk(
     assert p.returncode == 1 and "training diverged" in p.stderr and "Traceback" not in p.stderr
     state = torch.load(out / "ckpt.pt", weights_only=False)["model"]
     assert all(torch.isfinite(v).all() for v in state.values())
+
+
+def test_resume_refuses_a_checkpoint_from_another_model_or_data(tmp_path):
+    data = write_data(tmp_path / "data")
+    run_cram("--data_dir", str(data), "--out_dir", str(tmp_path / "out"), "--max_steps", "1", *TINY_FLAGS)
+    wider = [f if f != "32" else "64" for f in TINY_FLAGS]  # --n_embd 64 instead of 32
+    assert "n_embd=32" in _error(tmp_path, "--data_dir", str(data), "--resume", "--max_steps", "2", *wider)
+    other = write_data(tmp_path / "other", n_train=80)
+    assert "num_sequences" in _error(tmp_path, "--data_dir", str(other), "--resume", "--max_steps", "2", *TINY_FLAGS)
+
+
+def test_an_empty_validation_split_is_reported(tmp_path):
+    data = write_data(tmp_path / "data", n_val=0)
+    assert "val.bin holds no sequences" in _error(tmp_path, "--data_dir", str(data), *TINY_FLAGS)
+
+
+def test_meta_json_that_disagrees_with_the_bins_is_reported(tmp_path):
+    data = write_data(tmp_path / "data")
+    meta = json.loads((data / "meta.json").read_text())
+    meta["seq_len"] = 64  # the bins hold rows of 32
+    (data / "meta.json").write_text(json.dumps(meta))
+    assert "re-run prepare.py" in _error(tmp_path, "--data_dir", str(data), *TINY_FLAGS)
