@@ -295,3 +295,17 @@ def test_meta_json_that_disagrees_with_the_bins_is_reported(tmp_path):
     meta["seq_len"] = 64  # the bins hold rows of 32
     (data / "meta.json").write_text(json.dumps(meta))
     assert "re-run prepare.py" in _error(tmp_path, "--data_dir", str(data), *TINY_FLAGS)
+
+
+def test_a_crash_while_writing_a_checkpoint_leaves_the_previous_one_intact(tmp_path, monkeypatch):
+    path = str(tmp_path / "ckpt.pt")
+    cram.save_checkpoint(path, {"step": 1})
+
+    def crash(obj, f):  # half a file, then the process "dies"
+        f.write(b"partial")
+        raise KeyboardInterrupt
+    monkeypatch.setattr(torch, "save", crash)
+    with pytest.raises(KeyboardInterrupt):
+        cram.save_checkpoint(path, {"step": 2})
+    monkeypatch.undo()
+    assert torch.load(path, weights_only=False) == {"step": 1}
