@@ -264,7 +264,7 @@ def run_task(task, weights, cfg, tok, args, device, out_dir):
         results[name] = {"main": main, "median": median, "per_seed": runs, "predictions_seed": pick}
         rows = enumerate(zip(preds[name][pick].tolist(), dev.labels.tolist()))
         tsv = "index\tprediction\tlabel\n" + "".join(f"{i}\t{p}\t{y}\n" for i, (p, y) in rows)
-        (out_dir / "predictions" / f"{name}.tsv").write_text(tsv)
+        write_atomic(out_dir / "predictions" / f"{name}.tsv", tsv)
         print(f"{name}: " + ", ".join(f"{k} {v:.2f}" for k, v in median.items()) +
               f" (median of {args.seeds} seeds; {len(train_ids)} train rows, {sum(info['train_s']):.0f} s training)")
     return results, info
@@ -338,13 +338,19 @@ def run(args):
     table = {n: results[n]["median"][COLUMNS[n][1]] for n in COLUMNS if n in results}  # in the paper's column order
     md = markdown(table, args.ckpt + (" (random init)" if args.random_init else ""), args.seeds)
     total_s = time.time() - t_start
-    (out_dir / "glue.md").write_text(md)
-    (out_dir / "glue.json").write_text(json.dumps({
+    write_atomic(out_dir / "glue.md", md)
+    write_atomic(out_dir / "glue.json", json.dumps({
         "checkpoint": os.path.abspath(args.ckpt), "random_init": args.random_init, "settings": vars(args),
         "run": info, "table": table, "average": average(table), "average_over": list(table), "results": results,
         "tasks": times, "total_s": total_s}, indent=1))
     print("\n" + md + f"\nwrote {out_dir}/glue.md, glue.json and predictions/; total wall time {total_s / 60:.1f} min")
     return table
+
+
+def write_atomic(path, text):
+    """Write then rename: an interrupted run never leaves a half-written table or predictions file."""
+    path.with_name(path.name + ".tmp").write_text(text)
+    os.replace(path.with_name(path.name + ".tmp"), path)
 
 
 def main(argv=None):
