@@ -57,8 +57,8 @@ def hf_bert(cfg, vocab, T, device):
     from transformers import BertConfig, BertForMaskedLM
     bert_cfg = BertConfig(vocab_size=vocab, hidden_size=cfg.n_embd, num_hidden_layers=cfg.n_layer,
                           num_attention_heads=cfg.n_head, intermediate_size=cfg.ffn_hidden, max_position_embeddings=T,
-                          hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    model = BertForMaskedLM(bert_cfg, attn_implementation="sdpa").to(device)
+                          hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, attn_implementation="sdpa")
+    model = BertForMaskedLM(bert_cfg).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     ids = torch.randint(5, vocab, (cfg.micro_batch, T), device=device)
     labels = torch.where(torch.rand(ids.shape, device=device) < cfg.mask_rate, ids, -100)
