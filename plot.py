@@ -1,0 +1,73 @@
+"""Draw a cram.py run from its metrics file: loss, learning rate and batch size against the budget used.
+
+    python plot.py out                                  # -> out/training.png
+    python plot.py out out_postnorm --png compare.png   # several runs on the same axes, labelled by folder
+
+Reads <run>/metrics.jsonl (one JSON object per optimizer step, plus one per evaluation). matplotlib is an optional
+extra (`pip install matplotlib`), imported only here: cram.py itself never needs it.
+"""
+import argparse
+import json
+import os
+import sys
+
+
+def read_metrics(run_dir):
+    """(steps, evals): lists of dicts from run_dir/metrics.jsonl; step records have "loss", evals "val_loss"."""
+    path = os.path.join(run_dir, "metrics.jsonl")
+    if not os.path.isfile(path):
+        raise SystemExit(f"plot.py: error: no {path}: pass the --out_dir of a cram.py run")
+    steps, evals = [], []
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                raise SystemExit(f"plot.py: error: {path} line {n} is not JSON: the file is damaged")
+            (evals if "val_loss" in rec else steps).append(rec)
+    if not steps:
+        raise SystemExit(f"plot.py: error: {path} holds no training steps yet: let the run take a step first")
+    return steps, evals
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("runs", nargs="+", help="cram.py output folders (each holds metrics.jsonl)")
+    p.add_argument("--png", default=None, help="image to write (default: <first run>/training.png)")
+    args = p.parse_args(argv)
+    runs = [(run, *read_metrics(run)) for run in args.runs]
+    try:
+        import matplotlib
+        matplotlib.use("Agg")  # files only, no screen needed
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise SystemExit("plot.py: error: matplotlib is not installed: pip install matplotlib")
+
+    fig, (ax_loss, ax_lr, ax_batch) = plt.subplots(3, 1, figsize=(7, 8), sharex=True,
+                                                   gridspec_kw={"height_ratios": [2, 1, 1]})
+    for i, (run, steps, evals) in enumerate(runs):
+        color = f"C{i}"
+        budget = [100 * s["budget"] for s in steps]
+        ax_loss.plot(budget, [s["loss"] for s in steps], color=color, alpha=0.35, lw=0.8)
+        ax_loss.plot([100 * e["budget"] for e in evals], [e["val_loss"] for e in evals], "o-", color=color,
+                     label=f"{os.path.basename(os.path.normpath(run))}: validation (train loss faint)")
+        ax_lr.plot(budget, [s["lr"] for s in steps], color=color)
+        ax_batch.plot(budget, [s["batch"] for s in steps], color=color)
+    ax_loss.set_ylabel("MLM loss (nats)")
+    ax_loss.legend()
+    ax_lr.set_ylabel("learning rate")
+    ax_batch.set_ylabel("batch (sequences)")
+    ax_batch.set_xlabel("budget used (%)")
+    for ax in (ax_loss, ax_lr, ax_batch):
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    png = args.png or os.path.join(args.runs[0], "training.png")
+    tmp = png + ".tmp.png"
+    fig.savefig(tmp, dpi=110)  # written whole, then renamed: never a half-written picture
+    os.replace(tmp, png)
+    print(f"plot.py: wrote {png}")
+    return png
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main() else 1)

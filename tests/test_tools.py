@@ -1,0 +1,109 @@
+"""plot.py draws a run; the README's commands stay true (CI runs the set-up commands, these tests check the rest)."""
+import functools
+import json
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+import cram  # noqa: E402
+import exercises  # noqa: E402
+import plot  # noqa: E402
+
+README = (ROOT / "README.md").read_text()
+
+
+def write_metrics(run_dir, n=20):
+    run_dir.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for step in range(1, n + 1):
+        t = step / n
+        lines.append({"step": step, "loss": 9 - 3 * t, "lr": cram.lr_at(t, 1e-2), "batch": 32 * step, "budget": t})
+        if step % 5 == 0:
+            lines.append({"step": step, "val_loss": 9.2 - 3 * t, "budget": t})
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return run_dir
+
+
+def test_plot_draws_loss_lr_and_batch_of_one_or_several_runs(tmp_path):
+    pytest.importorskip("matplotlib")
+    a, b = write_metrics(tmp_path / "a"), write_metrics(tmp_path / "b", n=10)
+    assert plot.main([str(a)]) == str(a / "training.png")
+    assert (a / "training.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    plot.main([str(a), str(b), "--png", str(tmp_path / "both.png")])
+    assert (tmp_path / "both.png").stat().st_size > 10_000
+    assert not list(tmp_path.rglob("*.tmp.png")), "no temporary picture is left behind"
+
+
+def test_plot_errors_are_one_line(tmp_path):
+    with pytest.raises(SystemExit, match="no .*metrics.jsonl: pass the --out_dir of a cram.py run"):
+        plot.main([str(tmp_path)])
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1, "loss": 9, "lr": 0.1, "batch": 4, "budget": 0.1}\n{oops\n')
+    with pytest.raises(SystemExit, match="line 2 is not JSON"):
+        plot.main([str(tmp_path)])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The README's commands
+
+def bash_blocks():
+    return re.findall(r"```bash\n(.*?)```", README, flags=re.S)
+
+
+def commands(block):
+    """Command lines of a bash block, comments removed."""
+    lines = (line.split(" #")[0].strip() for line in block.splitlines())
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+def test_readme_gives_exactly_two_setup_commands_and_ci_runs_both():
+    setup = README.split("## Set-up", 1)[1]
+    main_job, tests = commands(bash_blocks()[[i for i, b in enumerate(bash_blocks()) if b in setup][0]])
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "pytest" in tests and tests in ci, "CI must run the README's test command verbatim"
+    assert main_job.startswith("pip install -r requirements.txt") and main_job in ci, \
+        "CI must run the README's main-job command verbatim"
+
+
+@functools.lru_cache(maxsize=None)
+def flags_of(script):
+    """The option strings a script accepts, read from its own --help."""
+    help_text = subprocess.run([sys.executable, script, "--help"], cwd=ROOT, capture_output=True, text=True,
+                               timeout=120).stdout
+    return set(re.findall(r"--[a-z_]+", help_text))
+
+
+def python_commands():
+    """Every `python X.py ...` / `torchrun ... X.py ...` in the README's bash blocks, as (script, args)."""
+    for block in bash_blocks():
+        for line in commands(block):
+            for part in line.split("&&"):
+                words = shlex.split(part)
+                scripts = [i for i, w in enumerate(words) if w.endswith(".py")]
+                if scripts and words[0] in ("python", "torchrun"):
+                    yield words[scripts[0]], words[scripts[0] + 1:]
+
+
+def test_every_flag_in_a_readme_command_exists_in_its_script():
+    seen = set()
+    for script, args in python_commands():
+        assert (ROOT / script).exists(), f"the README runs {script}, which does not exist"
+        unknown = [a for a in args if a.startswith("--") and a.split("=")[0] not in flags_of(script)]
+        assert not unknown, f"README: `{script}` has no flag {unknown}"
+        if "--preset" in args:
+            assert args[args.index("--preset") + 1] in cram.PRESETS
+        if script == "exercises.py" and args and not args[0].startswith("--"):
+            assert args[0] in (*exercises.EXERCISES, "all"), f"README names an unknown exercise {args[0]}"
+        seen.add(script)
+    assert {"prepare.py", "cram.py", "finetune_glue.py", "bench.py", "plot.py", "exercises.py"} <= seen
+
+
+def test_the_file_tree_lists_every_script():
+    tree = README.split("## Files", 1)[1]
+    for path in sorted(ROOT.glob("*.py")) + sorted((ROOT / "tests").glob("test_*.py")):
+        assert path.name in tree, f"README's file tree does not list {path.name}"
