@@ -79,8 +79,9 @@ def flags_of(script):
 
 
 def python_commands():
-    """Every `python X.py ...` / `torchrun ... X.py ...` in the README's bash blocks, as (script, args)."""
-    for block in bash_blocks():
+    """Every `python X.py ...` / `torchrun ... X.py ...` in the README (bash blocks, inline code), as (script, args)."""
+    inline = re.findall(r"`((?:python|torchrun) [^`]+)`", README)
+    for block in bash_blocks() + ["\n".join(inline)]:
         for line in commands(block):
             for part in line.split("&&"):
                 words = shlex.split(part)
