@@ -105,6 +105,13 @@ def test_positions_are_scaled_by_one_learnable_scalar_initialised_to_one_over_sq
     assert model.embed.pos_scale.item() == pytest.approx(1 / math.sqrt(32))
 
 
+def test_the_tiny_preset_starts_the_position_scalar_at_zero_but_keeps_it_learnable():
+    cfg = cram.parse_config(["--preset", "tiny"])
+    model = CrammedBERT(cfg, 50, 16)
+    assert model.embed.pos_scale.item() == 0.0 and model.embed.pos_scale.requires_grad
+    assert cram.parse_config(["--preset", "paper"]).pos_scale_init == 1.0
+
+
 def test_glu_feedforward_gates_one_half_with_gelu_of_the_other():
     ffn = cram.GLUFeedForward(Config(**TINY))
     x = torch.randn(4, 32)
@@ -168,7 +175,7 @@ def test_weight_decay_skips_norms_and_the_position_scale():
 
 def test_config_flags_are_typed_and_typos_rejected():
     cfg = cram.parse_config(["--preset", "tiny", "--lr", "3e-3", "--resume"])
-    assert cfg.lr == 3e-3 and cfg.resume is True and cfg.n_layer == 4 and cfg.n_embd == 128
+    assert cfg.lr == 3e-3 and cfg.resume is True and cfg.n_layer == 2 and cfg.n_embd == 128
     with pytest.raises(SystemExit):
         cram.parse_config(["--learning_rate", "1"])
 
