@@ -32,8 +32,8 @@ def timed(fn, warmup, steps, device):
     return (time.perf_counter() - t0) / steps
 
 
-def ours(cfg, vocab, T, device, compile_):
-    """A closure running one optimizer step of cram.py's model on random tokens, exactly as train() does."""
+def ours(cfg, vocab, T, device, compile_, accum):
+    """A closure running one optimizer step (accum micro-batches) of cram.py's model on random tokens, as train()."""
     model = cram.CrammedBERT(cfg, vocab, T).to(device)
     optimizer = cram.make_optimizer(model, cfg, device)
     step_model = torch.compile(model) if compile_ else model
@@ -42,17 +42,18 @@ def ours(cfg, vocab, T, device, compile_):
     gen = torch.Generator(device=device).manual_seed(0)
 
     def step():
-        inputs, positions, targets = cram.mask_tokens(ids, 4, vocab, cfg.mask_rate, gen)
-        with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
-            loss = cram.mlm_loss(step_model, inputs, positions, targets)
-        loss.backward()
+        for _ in range(accum):
+            inputs, positions, targets = cram.mask_tokens(ids, 4, vocab, cfg.mask_rate, gen)
+            with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+                loss = cram.mlm_loss(step_model, inputs, positions, targets) / accum
+            loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
     return step, cram.flops_per_token(model, cfg, T)
 
 
-def hf_bert(cfg, vocab, T, device):
+def hf_bert(cfg, vocab, T, device, accum):
     """transformers' BertForMaskedLM at the same depth, width and batch (SDPA attention, no dropout)."""
     from transformers import BertConfig, BertForMaskedLM
     bert_cfg = BertConfig(vocab_size=vocab, hidden_size=cfg.n_embd, num_hidden_layers=cfg.n_layer,
@@ -64,7 +65,8 @@ def hf_bert(cfg, vocab, T, device):
     labels = torch.where(torch.rand(ids.shape, device=device) < cfg.mask_rate, ids, -100)
 
     def step():
-        model(input_ids=ids, labels=labels).loss.backward()
+        for _ in range(accum):
+            (model(input_ids=ids, labels=labels).loss / accum).backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
     return step
@@ -85,6 +87,7 @@ def main(argv=None):
     p.add_argument("--seq_len", type=int, default=128)
     p.add_argument("--device", default="auto")
     p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None, help="default: on for CUDA")
+    p.add_argument("--accum", type=int, default=1, help="micro-batches per optimizer step (training: batch / micro)")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--rounds", type=int, default=1, help="interleaved repetitions; medians are reported")
@@ -97,23 +100,25 @@ def main(argv=None):
     except cram.CramError as e:
         raise SystemExit(f"bench.py: error: {e}")
     compile_ = device.type == "cuda" if args.compile is None else args.compile
-    T, tokens = args.seq_len, cfg.micro_batch * args.seq_len
+    if args.accum < 1:
+        raise SystemExit(f"bench.py: error: --accum must be >= 1 (got {args.accum})")
+    T, tokens = args.seq_len, args.accum * cfg.micro_batch * args.seq_len
     print(f"bench: preset {cfg.preset} | L{cfg.n_layer} d{cfg.n_embd} V{args.vocab_size} T{T} | micro-batch "
-          f"{cfg.micro_batch} | {device} | compile {compile_} | torch {torch.__version__} | "
+          f"{cfg.micro_batch} x {args.accum} | {device} | compile {compile_} | torch {torch.__version__} | "
           f"{torch.get_num_threads()} threads")
-    step, flops = ours(cfg, args.vocab_size, T, device, compile_)
+    step, flops = ours(cfg, args.vocab_size, T, device, compile_, args.accum)
     candidates = {"ours": step}
     mm, mm_flops = matmul(device)
     candidates["matmul"] = mm
     if args.hf:
         try:
-            candidates["hf"] = hf_bert(cfg, args.vocab_size, T, device)
+            candidates["hf"] = hf_bert(cfg, args.vocab_size, T, device, args.accum)
         except ImportError:
             print("bench: transformers is not installed; skipping the BertForMaskedLM comparison")
     results = {name: [] for name in candidates}
     for r in range(args.rounds):
         for name, fn in candidates.items():
-            steps = args.steps * (4 if name == "matmul" else 1)
+            steps = args.steps if name != "matmul" else 50 if device.type == "cuda" else 3  # a CPU matmul takes ~1 s
             results[name].append(timed(fn, args.warmup if r == 0 else 1, steps, device))
     med = {name: statistics.median(v) for name, v in results.items()}
     tok_s = tokens / med["ours"]

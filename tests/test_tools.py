@@ -108,3 +108,13 @@ def test_the_file_tree_lists_every_script():
     tree = README.split("## Files", 1)[1]
     for path in sorted(ROOT.glob("*.py")) + sorted((ROOT / "tests").glob("test_*.py")):
         assert path.name in tree, f"README's file tree does not list {path.name}"
+
+
+def test_bench_times_an_accumulated_step_and_rejects_a_bad_accum(capsys):
+    import bench
+    tok_s = bench.main(["--preset", "tiny", "--vocab_size", "512", "--micro_batch", "2", "--accum", "2",
+                        "--steps", "1", "--warmup", "1", "--device", "cpu"])
+    out = capsys.readouterr().out
+    assert tok_s > 0 and "micro-batch 2 x 2" in out and "over matmul ceiling" in out
+    with pytest.raises(SystemExit, match="--accum must be >= 1"):
+        bench.main(["--preset", "tiny", "--accum", "0", "--device", "cpu"])
