@@ -292,3 +292,30 @@ def test_empty_task_file_is_named(bad_runs):
 
 def test_unreachable_hub_suggests_glue_dir(bad_runs):
     assert_one_line_error(bad_runs["no_hub"], "hub", "--glue_dir")
+
+
+def test_hub_splits_map_every_tasks_columns_and_drop_unlabelled_rows(monkeypatch):
+    """The hub path after the download: the hub's column names per task, label -1 rows dropped, --max_train."""
+    datasets = pytest.importorskip("datasets")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # no network probe; the loader below is the stand-in for the hub
+    asked = []
+
+    def fake_load_dataset(name, task, split):
+        asked.append((name, task, split))
+        col_a, col_b = fg.TASKS[task][2]
+        labels = [0.5, 4.0, -1.0] if task == "stsb" else [1, 0, -1]
+        cols = {col_a: [f"{split} a{i}" for i in range(3)], "label": labels, "idx": [0, 1, 2]}
+        if col_b:
+            cols[col_b] = [f"{split} b{i}" for i in range(3)]
+        return datasets.Dataset.from_dict(cols)
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+    args = type("Args", (), {"glue_dir": None, "max_train": 2})()
+    for task in fg.TASKS:
+        train, devs = fg.load_task(task, args)
+        assert list(train.a) == ["train a0", "train a1"] and list(train.labels) in ([1, 0], [0.5, 4.0])
+        assert (train.b is None) == (fg.TASKS[task][2][1] is None)
+        for split in devs.values():
+            assert len(split.a) == 2, f"{task}: the label -1 row must be dropped"
+    assert ("nyu-mll/glue", "mnli", "validation_matched") in asked
+    assert ("nyu-mll/glue", "mnli", "validation_mismatched") in asked
