@@ -81,7 +81,7 @@ class Config:
 
 PRESETS = {
     "paper": {},  # the defaults above are the paper's recipe
-    # A model that learns in 5 minutes on 2 CPU cores (README, "what we tried"): 2 x 128, so it reads ~4M tokens;
+    # A model that learns in 5 minutes on 2 CPU cores (README, "what we tried"): 2 x 128, so it reads ~5M tokens;
     # many small steps (64 sequences) at a 10x hotter lr, and 10x the weight decay to keep the weights small enough
     # to fine-tune; positions start at 0, since in 5 minutes the model learns a bag of words and drives the position
     # scalar to ~0 itself. Pair it with prepare.py --vocab_size 8192.
