@@ -1,16 +1,13 @@
 """Fine-tune a crammed BERT on GLUE and report the paper's table (Cramming, section 5, "GLUE-sane" recipe).
 
-Usage:
     python finetune_glue.py out/ckpt.pt                                   # all 8 tasks from the Hugging Face hub
     python finetune_glue.py out/ckpt.pt --glue_dir ../shared/data/glue --tasks cola,sst2,mrpc,stsb,rte
-    python finetune_glue.py out/tiny/ckpt.pt --glue_dir ../shared/data/glue --tasks rte --seeds 1 --max_train 500
     python finetune_glue.py out/ckpt.pt --random_init                     # the "no pretraining" baseline
 
 One recipe for all tasks (the constants below): [CLS] A [SEP] B [SEP], a fresh head on [CLS], cross-entropy (STS-B:
-MSE), AdamW, warm-up then cosine decay, bf16 on CUDA. Dev-set metrics after the last epoch, median over seeds; the
-average is the plain mean of 9 numbers (MNLI-m and -mm apart). Data: the hub's "nyu-mll/glue", or --glue_dir with the
-GLUE TSVs. Outputs in --out (default: the checkpoint's folder): glue.md (the table), glue.json (every number, per
-seed, settings, wall times), predictions/<set>.tsv (index, prediction, label; the median seed's).
+MSE), AdamW, warm-up then cosine decay, bf16 on CUDA; dev metrics after the last epoch, median over seeds. Outputs in
+--out (default: the checkpoint's folder): glue.md (the table), glue.json (every number, per seed, settings, wall
+times), predictions/<set>.tsv (index, prediction, label; the median seed's).
 """
 import argparse
 import json

@@ -3,6 +3,7 @@ import gzip
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -102,6 +103,15 @@ def test_sort_puts_rows_with_more_dots_first_and_no_sort_keeps_order(tmp_path):
     meta, unsorted, _ = run(tmp_path, *args, "--no_sort", out="unsorted")
     assert not np.all(np.diff((unsorted == meta["dot_id"]).sum(1)) <= 0)  # the few-dot documents come first
     assert sorted(map(bytes, train)) == sorted(map(bytes, unsorted))  # the same rows, only reordered
+
+
+def test_bench_times_bare_encode_beside_prepare_on_the_same_documents(tmp_path, capsys):
+    meta, train, _ = run(tmp_path, write_txt(tmp_path / "txt"), *SMALL, "--bench")
+    line = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("bench:")]
+    assert len(line) == 1, line
+    bare, ours, ratio = [float(x.replace(",", "")) for x in re.findall(r"\d[\d,]*(?:\.\d+)?", line[0])]
+    assert bare > 0 and ours > 0 and ratio == pytest.approx(ours / bare, abs=0.01)
+    assert len(train) > 0  # the timing changes nothing in the output
 
 
 def test_val_split_is_by_whole_documents_and_deterministic(tmp_path):
