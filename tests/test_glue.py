@@ -2,6 +2,7 @@
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -292,6 +293,13 @@ def test_empty_task_file_is_named(bad_runs):
 
 def test_unreachable_hub_suggests_glue_dir(bad_runs):
     assert_one_line_error(bad_runs["no_hub"], "hub", "--glue_dir")
+
+
+@pytest.mark.parametrize("flags", [["--lr", "-1"], ["--lr", "nan"], ["--beta1", "1"], ["--warmup", "1.5"],
+                                   ["--dropout", "1"], ["--head_hidden", "0"], ["--seeds", "0"], ["--max_train", "-1"]])
+def test_bad_hyper_parameters_are_refused_before_any_work(flags, tmp_path):
+    with pytest.raises(fg.CramError, match=re.escape(flags[0])):
+        fg.run(fg.parse_args([str(tmp_path / "never_read.pt"), *flags]))
 
 
 def test_hub_splits_map_every_tasks_columns_and_drop_unlabelled_rows(monkeypatch):

@@ -179,7 +179,8 @@ def test_embedded_default_corpus_has_2225_documents():
 
 
 @pytest.mark.parametrize("case", ["missing path", "no usable files", "empty corpus", "all filtered", "too few tokens",
-                                  "vocab too large", "hub unreachable", "unknown tokenizer"])
+                                  "vocab too large", "hub unreachable", "unknown tokenizer", "vocab too small",
+                                  "no tokenizer docs", "negative seed"])
 def test_bad_input_fails_with_one_line_and_leaves_no_meta(tmp_path, case):
     out = tmp_path / "out"
     out.mkdir()
@@ -194,12 +195,13 @@ def test_bad_input_fails_with_one_line_and_leaves_no_meta(tmp_path, case):
     flags = {"missing path": [tmp_path / "nope"], "no usable files": [tmp_path / "other"], "empty corpus": [empty],
              "all filtered": [txt, "--max_tokens_per_char", "0.01"], "too few tokens": [tiny],
              "vocab too large": [txt, "--vocab_size", "65536"], "hub unreachable": ["--hf", "no_such/dataset"],
-             "unknown tokenizer": [txt, "--tokenizer", "sentencepiece"]}[case]
+             "unknown tokenizer": [txt, "--tokenizer", "sentencepiece"], "vocab too small": [txt, "--vocab_size", "5"],
+             "no tokenizer docs": [txt, "--tokenizer_docs", "0"], "negative seed": [txt, "--seed", "-1"]}[case]
     r = run_cli("--vocab_size", "300", *flags, "--out", out)  # a later --vocab_size wins
     lines = r.stderr.strip().splitlines()
     assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr
     assert lines and (lines[-1].startswith("prepare: error:") or "invalid choice" in lines[-1]), r.stderr
-    if case not in ("missing path", "no usable files", "vocab too large", "unknown tokenizer"):
+    if case in ("empty corpus", "all filtered", "too few tokens", "hub unreachable"):
         assert not (out / "meta.json").exists()  # the run got going: the stale one is gone, no new one written
     assert not list(out.glob("*.tmp"))
 
