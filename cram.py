@@ -337,14 +337,22 @@ def save_checkpoint(path, state):
     os.replace(tmp, path)
 
 
+def read_checkpoint(path, device="cpu"):
+    """torch.load with one-line errors for a missing, truncated or foreign file."""
+    if not os.path.isfile(path):
+        raise CramError(f"no checkpoint at {path}: train one with cram.py or check the path")
+    try:
+        ckpt = torch.load(path, map_location=device, weights_only=False)
+    except Exception as e:
+        raise CramError(f"cannot read checkpoint {path} ({type(e).__name__}): it is corrupt or not ours") from None
+    if not isinstance(ckpt, dict) or not {"model", "config", "meta"} <= ckpt.keys():
+        raise CramError(f"{path} is not a cram.py checkpoint (no model, config and meta in it): check the path")
+    return ckpt
+
+
 def load_model(ckpt_path, device="cpu", dropout=None):
     """Rebuild the raw model of a checkpoint; returns (model, cfg, meta). Used by finetune_glue.py."""
-    if not os.path.isfile(ckpt_path):
-        raise CramError(f"no checkpoint at {ckpt_path}: train one with cram.py or check the path")
-    try:
-        ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=False)
-    except Exception as e:
-        raise CramError(f"cannot read checkpoint {ckpt_path} ({type(e).__name__}): it is corrupt or not ours")
+    ckpt = read_checkpoint(ckpt_path)
     cfg = Config(**ckpt["config"])
     if dropout is not None:
         cfg.dropout = dropout
@@ -468,7 +476,7 @@ def train(cfg):
     if cfg.resume:
         if not os.path.exists(ckpt_path):
             raise CramError(f"--resume but no checkpoint at {ckpt_path}: check --out_dir, or drop --resume")
-        ckpt = torch.load(ckpt_path, map_location=device, weights_only=False)
+        ckpt = read_checkpoint(ckpt_path, device)
         check_resumable(ckpt, cfg, meta, ckpt_path)
         model.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])

@@ -291,6 +291,18 @@ def test_config_values_that_would_crash_or_mistrain_are_refused(flags, message):
         cram.check_config(cram.parse_config(["--preset", "tiny", *flags]))
 
 
+def test_a_damaged_or_foreign_checkpoint_is_a_one_line_error_and_stays_as_it_was(tmp_path):
+    data, out = write_data(tmp_path / "data"), tmp_path / "out"
+    out.mkdir()
+    (out / "ckpt.pt").write_bytes(b"PK\x03\x04 not a whole zip")  # e.g. a copy cut short
+    p = run_cram("--data_dir", str(data), "--out_dir", str(out), "--resume", check=False)
+    assert p.returncode != 0 and "Traceback" not in p.stderr and "corrupt or not ours" in p.stderr, p.stderr
+    assert (out / "ckpt.pt").read_bytes() == b"PK\x03\x04 not a whole zip"
+    torch.save({"weights": torch.zeros(2)}, tmp_path / "foreign.pt")
+    with pytest.raises(cram.CramError, match="not a cram.py checkpoint"):
+        cram.load_model(str(tmp_path / "foreign.pt"))
+
+
 def test_divergence_stops_with_a_clear_message_and_keeps_finite_weights_on_disk(tmp_path):
     data = write_data(tmp_path / "data")
     out = tmp_path / "out"
