@@ -49,8 +49,10 @@ def main(argv=None):
         color = f"C{i}"
         budget = [100 * s["budget"] for s in steps]
         ax_loss.plot(budget, [s["loss"] for s in steps], color=color, alpha=0.35, lw=0.8)
-        ax_loss.plot([100 * e["budget"] for e in evals], [e["val_loss"] for e in evals], "o-", color=color,
-                     label=f"{os.path.basename(os.path.normpath(run))}: validation (train loss faint)")
+        name, at = os.path.basename(os.path.normpath(run)), [100 * e["budget"] for e in evals]
+        ax_loss.plot(at, [e["val_loss"] for e in evals], "o-", color=color, label=f"{name}: validation (train faint)")
+        if evals and "val_loss_mask" in evals[0]:  # written by cram.py since 2026-11-23
+            ax_loss.plot(at, [e["val_loss_mask"] for e in evals], "s--", color=color, label=f"{name}: [MASK] slots")
         ax_lr.plot(budget, [s["lr"] for s in steps], color=color)
         ax_batch.plot(budget, [s["batch"] for s in steps], color=color)
     ax_loss.set_ylabel("MLM loss (nats)")

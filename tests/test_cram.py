@@ -135,6 +135,26 @@ def test_masking_picks_exactly_a_quarter_of_each_sequence_split_26_3_3():
     assert (changed <= 29).all() and (changed >= 26).all()                     # nothing else touched
 
 
+def test_evaluation_reports_the_mask_slots_apart_from_the_easy_kept_ones():
+    V = 50
+
+    class Copier(torch.nn.Module):  # predicts, with logit 10, that each predicted slot holds the token it sees
+        def __init__(self):
+            super().__init__()
+            self.embed = torch.nn.Module()
+            self.embed.tok = torch.nn.Embedding(V, 2)
+
+        def forward(self, ids, positions):
+            return 10.0 * F.one_hot(ids.gather(1, positions), V).float()           # (B, k, V)
+
+    val = np.random.default_rng(0).integers(5, V, size=(8, 128)).astype(np.uint16)
+    cfg = Config(**{**TINY, "micro_batch": 4, "eval_seqs": 8})
+    loss, mask_loss = cram.evaluate(Copier(), val, cfg, 4, V, lambda: torch.autocast("cpu", enabled=False))
+    wrong = math.log(math.exp(10) + V - 1)  # CE of a confident wrong guess: every [MASK] slot
+    assert mask_loss == pytest.approx(wrong, rel=1e-5)
+    assert loss < 0.95 * mask_loss  # the 3 kept slots of 32 cost ~0
+
+
 def test_masked_positions_are_uniform_over_the_sequence():
     ids = torch.randint(5, 100, (40000, 16))
     _, positions, _ = mask_tokens(ids, 4, 100, 0.25, torch.Generator().manual_seed(1))

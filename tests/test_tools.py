@@ -18,21 +18,22 @@ import plot  # noqa: E402
 README = (ROOT / "README.md").read_text()
 
 
-def write_metrics(run_dir, n=20):
+def write_metrics(run_dir, n=20, mask_column=True):
     run_dir.mkdir(parents=True, exist_ok=True)
     lines = []
     for step in range(1, n + 1):
         t = step / n
         lines.append({"step": step, "loss": 9 - 3 * t, "lr": cram.lr_at(t, 1e-2), "batch": 32 * step, "budget": t})
         if step % 5 == 0:
-            lines.append({"step": step, "val_loss": 9.2 - 3 * t, "budget": t})
+            lines.append({"step": step, "val_loss": 9.2 - 3 * t, "budget": t} |
+                         ({"val_loss_mask": 9.5 - 2 * t} if mask_column else {}))
     (run_dir / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     return run_dir
 
 
 def test_plot_draws_loss_lr_and_batch_of_one_or_several_runs(tmp_path):
     pytest.importorskip("matplotlib")
-    a, b = write_metrics(tmp_path / "a"), write_metrics(tmp_path / "b", n=10)
+    a, b = write_metrics(tmp_path / "a"), write_metrics(tmp_path / "b", n=10, mask_column=False)  # an older run
     assert plot.main([str(a)]) == str(a / "training.png")
     assert (a / "training.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     plot.main([str(a), str(b), "--png", str(tmp_path / "both.png")])
