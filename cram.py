@@ -398,17 +398,18 @@ def evaluate(model, val, cfg, mask_id, vocab_size, amp):
     model.eval()
     device = model.embed.tok.weight.device
     gen = torch.Generator(device=device).manual_seed(1234)
-    n, total, masked = min(len(val), cfg.eval_seqs), 0.0, 0.0
+    n, total, mask_sum, mask_count = min(len(val), cfg.eval_seqs), 0.0, 0.0, 0
     for start in range(0, n, cfg.micro_batch):
         ids = get_batch(val, start, min(cfg.micro_batch, n - start), device)
         inputs, positions, targets = mask_tokens(ids, mask_id, vocab_size, cfg.mask_rate, gen)
         with amp():
             logits = model(inputs, positions)                                  # (B, k, V)
         loss = F.cross_entropy(logits.float().transpose(1, 2), targets, reduction="none")  # (B, k)
-        n_mask = round(0.8 * targets.shape[1])  # mask_tokens puts the [MASK] slots first
-        total, masked = total + loss.mean(1).sum().item(), masked + loss[:, :n_mask].mean(1).sum().item()
+        shown_mask = inputs.gather(1, positions) == mask_id                   # (B, k): slots the model sees as [MASK]
+        total += loss.mean(1).sum().item()
+        mask_sum, mask_count = mask_sum + loss[shown_mask].sum().item(), mask_count + int(shown_mask.sum())
     model.train()
-    return total / n, masked / n
+    return total / n, mask_sum / mask_count
 
 
 def check_resumable(ckpt, cfg, meta, path):
