@@ -151,9 +151,7 @@ def encode(tok, split, max_len):
 def collate(seqs, pad_id, device):
     """Pad to the longest sequence of this batch: ids (B, T) and pad_mask (B, T), True on real tokens."""
     lengths = torch.tensor([len(s) for s in seqs])
-    ids = torch.full((len(seqs), int(lengths.max())), pad_id, dtype=torch.long)
-    for i, s in enumerate(seqs):
-        ids[i, :len(s)] = torch.tensor(s)
+    ids = nn.utils.rnn.pad_sequence([torch.tensor(s) for s in seqs], batch_first=True, padding_value=pad_id)
     return ids.to(device), (torch.arange(ids.shape[1])[None, :] < lengths[:, None]).to(device)
 
 
