@@ -190,8 +190,9 @@ def ex_attention(cram):
     """Multi-head attention through one fused QKV matmul and F.scaled_dot_product_attention.
 
     Reimplement `Attention.forward(x, attn_mask)`: `qkv` (no bias) gives q, k, v split into n_head heads of
-    d / n_head; softmax(q k^T / sqrt(d_head)) v per head, where attn_mask (B, 1, 1, T) is False on padded keys;
-    heads concatenated and projected by `out` (no bias).
+    d / n_head; softmax(q k^T / sqrt(d_head)) v per head, where attn_mask (B, 1, 1, T) is False on padded keys (or,
+    in the tiny preset, a float bias added to the scores: exercise local_bias); heads concatenated and projected by
+    `out` (no bias).
     """
     torch.manual_seed(0)
     cfg = small_cfg(cram)
@@ -207,6 +208,39 @@ def ex_attention(cram):
     want = (scores.softmax(-1) @ v).transpose(1, 2).reshape(B, T, C) @ attn.out.weight.T
     close(attn(x, keep[:, None, None, :]), want, "Attention vs softmax(q k^T / sqrt(d_head)) v with padding mask",
           1e-4)
+
+
+def ex_local_bias(cram):
+    """A local attention bias (ALiBi, Press et al. 2022): how the tiny preset sees word order in 5 minutes.
+
+    Reimplement the `attn_bias` buffer of `CrammedBERT.__init__` and its use in `CrammedBERT.encode`. For
+    cfg.local_bias = s > 0, head h adds -s / 2^h * |i - j| to the score of query i on key j, except the last head,
+    which adds nothing (it sees the whole row, as [CLS] must to classify a sentence): a (n_head, T, T) float tensor
+    (s = 0: attn_bias is None, the paper's model). `encode` passes it to every block as the attention mask, with the
+    padded keys at -inf when a pad_mask is given (SDPA adds a float mask to the scores).
+    """
+    T = 16
+    check(cram.CrammedBERT(small_cfg(cram), 50, T).attn_bias is None, "with local_bias 0, attn_bias must be None")
+    torch.manual_seed(0)
+    model = cram.CrammedBERT(small_cfg(cram, local_bias=2.0), 50, T).eval()
+    i = torch.arange(T)
+    want = -torch.tensor([2.0, 1.0, 0.5, 0.0])[:, None, None] * (i[:, None] - i[None, :]).abs()
+    check(getattr(model, "attn_bias", None) is not None and tuple(model.attn_bias.shape) == (4, T, T),
+          "with local_bias 2 and 4 heads, attn_bias must be a (4, 16, 16) tensor")
+    close(model.attn_bias, want, "attn_bias vs -local_bias / 2^h * |i - j|, last head 0 (local_bias 2, 4 heads)")
+    ids = torch.randint(5, 50, (2, T))
+    pad = torch.ones(2, T, dtype=torch.bool)
+    pad[1, 10:] = False                                                            # row 1 ends in 6 pad tokens
+    with torch.no_grad():
+        out = model.encode(ids, pad)
+        model.attn_bias.zero_()
+        check((model.encode(ids, pad) - out).abs().max().item() > 1e-3,
+              "encode must use attn_bias: zeroing it changed nothing")
+        model.attn_bias.copy_(want)
+        other = ids.clone()
+        other[1, 10:] = 7                                                          # other tokens under the padding
+        close(model.encode(other, pad)[1, :10], out[1, :10],
+              "with the bias on, padded keys must still be ignored (-inf in the mask)", 1e-4)
 
 
 EXERCISES = {name[3:]: fn for name, fn in list(globals().items()) if name.startswith("ex_")}

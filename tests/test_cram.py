@@ -93,6 +93,25 @@ def test_sdpa_attention_equals_naive_softmax_attention_with_padding_mask():
     torch.testing.assert_close(attn(x, pad[:, None, None, :]), attn.out(naive), atol=1e-5, rtol=1e-5)
 
 
+def test_local_bias_is_minus_slope_times_distance_halved_per_head_last_head_global_and_off_in_the_paper():
+    assert CrammedBERT(Config(**TINY), 50, 16).attn_bias is None  # the paper: no bias, flash attention stays on
+    four = CrammedBERT(Config(**{**TINY, "n_head": 4}, local_bias=2.0), 50, 16).attn_bias  # slopes 2, 1, 1/2, 0
+    assert [four[h, 3, 7].item() for h in range(4)] == [-8.0, -4.0, -2.0, 0.0] and torch.equal(four, four.mT)
+    torch.manual_seed(0)
+    model = CrammedBERT(Config(**TINY, local_bias=1.0), 50, 16).eval()
+    assert model.attn_bias[0, 3, 7].item() == -4.0 and model.attn_bias[1].abs().max() == 0
+    ids, pad = torch.randint(5, 50, (2, 6)), torch.tensor([[True] * 6, [True] * 4 + [False] * 2])
+    seen = {}
+    model.blocks[0].attn.register_forward_hook(lambda m, inp, out: seen.update(x=inp[0], mask=inp[1]))
+    model.encode(ids, pad)
+    attn, x = model.blocks[0].attn, seen["x"]
+    q, k, v = attn.qkv(x).view(2, 6, 3, 2, 16).permute(2, 0, 3, 1, 4)
+    scores = q @ k.transpose(-1, -2) / math.sqrt(16) + model.attn_bias[:, :6, :6]
+    scores = scores.masked_fill(~pad[:, None, None, :], float("-inf"))
+    naive = (scores.softmax(-1) @ v).transpose(1, 2).reshape(2, 6, 32)
+    torch.testing.assert_close(attn(x, seen["mask"]), attn.out(naive), atol=1e-5, rtol=1e-5)
+
+
 def test_sinusoidal_table_follows_the_formula():
     table = sinusoidal_table(128, 768)
     p, i = 37, 100
@@ -106,11 +125,12 @@ def test_positions_are_scaled_by_one_learnable_scalar_initialised_to_one_over_sq
     assert model.embed.pos_scale.item() == pytest.approx(1 / math.sqrt(32))
 
 
-def test_the_tiny_preset_starts_the_position_scalar_at_zero_but_keeps_it_learnable():
+def test_the_tiny_preset_starts_the_position_scalar_at_zero_and_adds_the_local_bias():
     cfg = cram.parse_config(["--preset", "tiny"])
     model = CrammedBERT(cfg, 50, 16)
     assert model.embed.pos_scale.item() == 0.0 and model.embed.pos_scale.requires_grad
     assert cram.parse_config(["--preset", "paper"]).pos_scale_init == 1.0
+    assert cfg.local_bias == 1.0 and cfg.n_head == 4 and cram.parse_config(["--preset", "paper"]).local_bias == 0.0
 
 
 def test_glu_feedforward_gates_one_half_with_gelu_of_the_other():
@@ -286,7 +306,7 @@ def test_bad_inputs_get_one_line_errors(tmp_path):
     assert "budget_hours must be > 0" in _error(tmp_path, "--data_dir", str(data), "--budget_hours", "0")
     assert "micro_batch" in _error(tmp_path, "--data_dir", str(data), "--micro_batch", "64", "--batch_size", "8")
     if not torch.cuda.is_available():
-        assert "no CUDA GPU" in _error(tmp_path, "--data_dir", str(data), "--device", "cuda")
+        assert "no CUDA device is visible" in _error(tmp_path, "--data_dir", str(data), "--device", "cuda")
     assert "no checkpoint" in _error(tmp_path, "--data_dir", str(data), "--resume")
     with open(data / "train.bin", "r+b") as f:
         f.truncate(100)
@@ -299,7 +319,7 @@ def test_bad_inputs_get_one_line_errors(tmp_path):
     (["--mask_rate", "1.5"], "--mask_rate"), (["--n_embd", "100", "--n_head", "3"], "split into 3 equal heads"),
     (["--n_embd", "127", "--n_head", "1"], "even (sin/cos pairs)"), (["--ffn_hidden", "511"], "--ffn_hidden 511 must be even"),
     (["--beta2", "1"], "--beta2"), (["--weight_decay", "-0.1"], "--weight_decay >= 0"),
-    (["--dropout", "1"], "--dropout"),
+    (["--dropout", "1"], "--dropout"), (["--local_bias", "-1"], "--local_bias >= 0"),
     (["--eval_every", "0"], "--eval_every must be > 0"), (["--eval_seqs", "0"], "--eval_seqs >= 1"),
     (["--ramp_until", "2"], "--ramp_until"), (["--max_steps", "-1"], "--max_steps >= 0"),
     (["--budget_hours", "0"], "--budget_hours must be > 0"), (["--compile", "yes"], "--compile must be auto"),

@@ -21,6 +21,8 @@ MISTAKES = {
     "prenorm": ("x = x + self.drop(self.attn(self.norm1(x), attn_mask))",
                 "x = self.norm1(x + self.drop(self.attn(x, attn_mask)))", "pre-LN block must return x unchanged"),
     "attention": ("attn_mask=attn_mask,\n", "attn_mask=None,\n", "with padding mask"),
+    "local_bias": ("slopes = cfg.local_bias / 2.0 ** torch.arange(cfg.n_head)",
+                   "slopes = cfg.local_bias * torch.ones(cfg.n_head)", "attn_bias vs -local_bias / 2^h"),
 }
 
 
@@ -43,7 +45,7 @@ def test_there_are_at_least_five_exercises_each_with_an_assignment():
 
 def test_the_reference_cram_py_passes_every_exercise(capsys):
     assert exercises.main(["all", "--file", str(ROOT / "cram.py")]) == 0
-    assert "8 of 8 passed" in capsys.readouterr().out
+    assert "9 of 9 passed" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("name", sorted(MISTAKES))
@@ -56,7 +58,7 @@ def test_each_check_catches_a_typical_mistake_and_says_what_differs(name, tmp_pa
 def test_a_mistake_in_one_idea_does_not_fail_the_others(tmp_path, capsys):
     exercises.main(["all", "--file", str(student_copy(tmp_path, "glu"))])
     out = capsys.readouterr().out
-    assert "FAIL  glu" in out and "7 of 8 passed" in out
+    assert "FAIL  glu" in out and "8 of 9 passed" in out
 
 
 def test_a_crash_in_the_student_code_is_a_failure_with_its_reason(tmp_path, capsys):
