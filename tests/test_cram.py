@@ -110,6 +110,9 @@ def test_local_bias_is_minus_slope_times_distance_halved_per_head_last_head_glob
     scores = scores.masked_fill(~pad[:, None, None, :], float("-inf"))
     naive = (scores.softmax(-1) @ v).transpose(1, 2).reshape(2, 6, 32)
     torch.testing.assert_close(attn(x, seen["mask"]), attn.out(naive), atol=1e-5, rtol=1e-5)
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # as on a GPU: bf16 q and k, a float32 bias
+        out = model(ids, torch.tensor([[0, 5], [1, 3]]))
+    assert out.dtype == torch.bfloat16 and torch.isfinite(out).all()
 
 
 def test_sinusoidal_table_follows_the_formula():
