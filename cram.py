@@ -263,7 +263,7 @@ class CrammedBERT(nn.Module):
         self.final_norm = nn.LayerNorm(cfg.n_embd, eps=cfg.norm_eps)
         distance = (torch.arange(seq_len)[:, None] - torch.arange(seq_len)[None, :]).abs()         # (T, T)
         slopes = cfg.local_bias / 2.0 ** torch.arange(cfg.n_head)                                  # (H,)
-        slopes[-1] = 0.0 if cfg.n_head > 1 else slopes[-1]  # the last head sees the whole row ([CLS] must, README)
+        slopes[-1] = 0.0  # the last head sees the whole row: [CLS] must, to classify a sentence (README)
         bias = -slopes[:, None, None] * distance if cfg.local_bias > 0 else None                  # (H, T, T)
         self.register_buffer("attn_bias", bias, persistent=False)
         self.apply(self._init)
@@ -448,8 +448,8 @@ def check_config(cfg):
         (cfg.ffn_hidden >= 2 and cfg.ffn_hidden % 2 == 0,
          f"--ffn_hidden {cfg.ffn_hidden} must be even (the GLU halves it)"),
         (0 < cfg.mask_rate < 1, f"--mask_rate must be between 0 and 1 (got {cfg.mask_rate})"),
-        (0 <= cfg.dropout < 1 and 0 <= cfg.local_bias < math.inf,
-         f"--dropout must be in [0, 1), --local_bias >= 0 and finite (got {cfg.dropout}, {cfg.local_bias})"),
+        (0 <= cfg.dropout < 1 and 0 <= cfg.local_bias < math.inf and (cfg.local_bias == 0 or cfg.n_head >= 2),
+         "--dropout must be in [0, 1), --local_bias >= 0, finite and with >= 2 heads (the last one has none)"),
         (cfg.lr > 0 and cfg.grad_clip > 0, "--lr and --grad_clip must be > 0"),
         (0 <= cfg.beta1 < 1 and 0 <= cfg.beta2 < 1 and cfg.adam_eps >= 0 and cfg.weight_decay >= 0,
          "--beta1 and --beta2 must be in [0, 1), --adam_eps and --weight_decay >= 0"),
