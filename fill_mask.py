@@ -1,0 +1,89 @@
+"""Poke a pretrained model: fill the [MASK] slots of a sentence and print the top predictions with probabilities.
+
+    python fill_mask.py out/ckpt.pt "the capital of france is [MASK] ." --top_k 5
+    python fill_mask.py out/ckpt.pt "he [MASK] to the [MASK] ." "she plays [MASK] ."   # several sentences and masks
+    python fill_mask.py out/ckpt.pt "..." --tokenizer_dir data/wiki8k   # the tokenizer of another prepare.py output
+
+The model sees the sentence as it saw text in pretraining (encode_for_mlm), runs the encoder and the tied decoder
+at the [MASK] positions (CrammedBERT.forward), and a softmax over the vocabulary gives each slot its own top-k.
+WordPiece pieces that continue a word are shown with their "##"; GPT-2 tokens are quoted, leading space included.
+"""
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+import torch
+
+from cram import CramError, load_model, pick_device
+from prepare import load_tokenizer
+
+
+def encode_for_mlm(tok, text):
+    """Token ids of `text` as a pretraining row holds a document: its tokens, then [SEP] (rows are packed, no
+    [CLS]; prepare.pack). Each [MASK] (any case) becomes the mask id: split around it ourselves, because tiktoken
+    knows none of our specials (WordPiece would match "[MASK]" itself, but only in capitals)."""
+    pieces = re.split(r"\[mask\]", text, flags=re.IGNORECASE)
+    if tok.kind == "gpt2":  # a GPT-2 word token carries its leading space: " paris", so the mask takes the space
+        pieces = [p.removesuffix(" ") for p in pieces[:-1]] + pieces[-1:]
+    ids = []
+    for i, piece_ids in enumerate(tok.encode_batch(pieces)):
+        ids += ([tok.special["mask"]] if i else []) + piece_ids
+    return ids + [tok.special["sep"]]
+
+
+def token_str(tok, i):
+    return tok.backend.id_to_token(i) if tok.kind == "wordpiece" else repr(tok.decode([i]))
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description="Top-k predictions of a cram.py checkpoint for each [MASK] of a sentence.")
+    p.add_argument("ckpt", help="checkpoint written by cram.py (meta.json and tokenizer.json beside it)")
+    p.add_argument("sentences", nargs="+", help="text with one or more [MASK] in it")
+    p.add_argument("--top_k", type=int, default=5, help="predictions shown per [MASK]")
+    p.add_argument("--tokenizer_dir", help="folder with meta.json + tokenizer.json; default: the checkpoint's")
+    p.add_argument("--device", default="cpu", help="cpu, cuda, mps or auto")
+    args = p.parse_args(argv)
+    try:
+        if args.top_k < 1:
+            raise CramError(f"--top_k must be >= 1 (got {args.top_k})")
+        device = pick_device(args.device)
+        model, _, _ = load_model(args.ckpt, device)
+        vocab, seq_len = model.embed.tok.weight.shape[0], model.embed.pos_table.shape[0]
+        tok_dir = Path(args.tokenizer_dir or Path(args.ckpt).resolve().parent)
+        meta = tok_dir / "meta.json"  # names the tokenizer file (none for gpt2: tiktoken brings its own)
+        tok_file = json.loads(meta.read_text()).get("tokenizer_file") if meta.is_file() else "meta.json"
+        if tok_file and not (tok_dir / tok_file).is_file():
+            raise CramError(f"no tokenizer in {tok_dir} ({tok_file} missing): pass --tokenizer_dir with the "
+                            "prepare.py output the model was trained on")
+        tok = load_tokenizer(tok_dir)
+        if tok.vocab_size != vocab:
+            raise CramError(f"the tokenizer in {tok_dir} has {tok.vocab_size} tokens but {args.ckpt} was trained "
+                            f"with {vocab}: pass --tokenizer_dir with the data the checkpoint was trained on")
+        rows = [torch.tensor(encode_for_mlm(tok, text), device=device) for text in args.sentences]  # (T,)
+        for n, (text, ids) in enumerate(zip(args.sentences, rows), 1):  # check every sentence before any work
+            if tok.special["mask"] not in ids:
+                raise CramError(f"no [MASK] in sentence {n} ({text[:60]!r}): put [MASK] where a word should go")
+            if len(ids) > seq_len:
+                raise CramError(f"sentence {n} is {len(ids)} tokens with its [SEP], but the model has {seq_len} "
+                                "positions: shorten it")
+        model.eval()
+        results = []
+        for text, ids in zip(args.sentences, rows):
+            positions = (ids == tok.special["mask"]).nonzero()[:, 0]                    # (k,)
+            with torch.no_grad():
+                probs = model(ids[None], positions[None])[0].float().softmax(-1)        # (k, V)
+            top = probs.topk(min(args.top_k, vocab), dim=-1)
+            results.append([[(token_str(tok, int(i)), float(q)) for q, i in zip(*row)]
+                            for row in zip(top.values, top.indices)])
+            print(f"{text}\n  as the model sees it: {tok.decode(ids.tolist())}")
+            for n, preds in enumerate(results[-1], 1):
+                print(f"  [MASK] {n}: " + "   ".join(f"{s} {q:.3f}" for s, q in preds))
+        return results
+    except CramError as e:
+        sys.exit(f"fill_mask.py: error: {e}")
+
+
+if __name__ == "__main__":
+    main()
