@@ -1,5 +1,7 @@
-"""plot.py draws a run; the README's commands stay true (CI runs the set-up commands, these tests check the rest)."""
+"""plot.py draws a run; the README's commands stay true (CI runs the set-up commands, these tests check the rest),
+and its code map points at code that exists."""
 import functools
+import importlib
 import json
 import re
 import shlex
@@ -102,13 +104,39 @@ def test_every_flag_in_a_readme_command_exists_in_its_script():
         if script == "exercises.py" and args and not args[0].startswith("--"):
             assert args[0] in (*exercises.EXERCISES, "all"), f"README names an unknown exercise {args[0]}"
         seen.add(script)
-    assert {"prepare.py", "cram.py", "finetune_glue.py", "bench.py", "plot.py", "exercises.py"} <= seen
+    assert {"prepare.py", "cram.py", "finetune_glue.py", "fill_mask.py", "bench.py", "plot.py", "exercises.py"} <= seen
 
 
 def test_the_file_tree_lists_every_script():
     tree = README.split("## Files", 1)[1]
     for path in sorted(ROOT.glob("*.py")) + sorted((ROOT / "tests").glob("test_*.py")):
         assert path.name in tree, f"README's file tree does not list {path.name}"
+
+
+def code_map():
+    """The README's code map as (paper section, idea, [backticked names in the code column]) rows."""
+    table = README.split("## Code map", 1)[1].split("\n## ", 1)[0]
+    rows = [line.strip("|").split("|") for line in table.splitlines() if line.startswith("| ")]
+    return [(cells[0].strip(), cells[1].strip(), re.findall(r"`([^`]+)`", cells[-1])) for cells in rows[1:]]
+
+
+def test_every_name_in_the_code_map_exists_in_its_file():
+    rows = code_map()
+    assert len(rows) >= 15 and all(names for _, _, names in rows), "every idea points at some code"
+    for section, idea, names in rows:
+        for name in names:
+            module, *attrs = name.split(".")
+            assert module in ("cram", "prepare", "finetune_glue", "fill_mask") and attrs, \
+                f"code map ({section} {idea}): `{name}` is not module.name"
+            obj = importlib.import_module(module)
+            for attr in attrs:
+                assert hasattr(obj, attr), f"code map ({section} {idea}): {module}.py has no `{name}`"
+                obj = getattr(obj, attr)
+
+
+def test_the_code_map_cites_the_paper_s_sections():
+    paper = {"§2", "§4.1", "§4.2", "§4.3", "§4.4", "§5"}  # arXiv 2212.14034: rules, data, architecture, training, ...
+    assert paper <= {section for section, _, _ in code_map()} <= paper | {"ours"}
 
 
 def test_bench_times_an_accumulated_step_and_rejects_a_bad_accum(capsys):
