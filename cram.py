@@ -15,10 +15,10 @@ The architecture (paper section 4.2, the final "crammed BERT"):
 - embedding LayerNorm; decoder tied to the token embedding, no decoder bias, no head transform
 - sparse prediction: the vocabulary projection runs only on the masked positions (a fixed count per batch)
 - dropout off for pretraining (on for fine-tuning)
-- tiny CPU preset only: a fixed local attention bias -slope*|i - j| (ALiBi, Press et al. 2022); README "what we tried"
-The recipe (section 4.3): MLM at 25% (80/10/10), AdamW, lr(t) = peak * min(0.25 + t, 4(1 - t)) with t the
-fraction of the time budget used, batch size ramped linearly to 8192 sequences at t = 0.6 by gradient
-accumulation, gradient clipping 0.5, stop when the budget is spent.
+- tiny CPU preset only: a fixed local attention bias -slope*|i - j| (ALiBi, Press et al. 2022); docs/notes.md
+The recipe (section 4.3, with the reference code's final values: RECIPE.md): MLM at 25% (80/10/10), AdamW,
+lr(t) = peak * min(0.25 + t, 4(1 - t)) with t the fraction of the time budget used, batch size ramped linearly to
+8192 sequences at t = 0.6 by gradient accumulation, gradient clipping 0.5, stop when the budget is spent.
 """
 import argparse
 import contextlib
@@ -52,7 +52,7 @@ class Config:
     n_embd: int = 768             # hidden width d
     n_head: int = 12              # attention heads (head dim = n_embd / n_head = 64)
     ffn_hidden: int = 3072        # first FFN Linear output; halved by the GLU gate, so 1536 -> d
-    pos_scale_init: float = 1.0   # the position scalar starts at this x 1/sqrt(n_embd) (paper: 1; tiny: 0, README)
+    pos_scale_init: float = 1.0   # the position scalar starts at this x 1/sqrt(n_embd) (paper: 1; tiny: 0, notes)
     local_bias: float = 0.0       # > 0: attention bias -slope*|i-j|, slopes local_bias/2^h, last head 0 (paper: 0)
     norm_eps: float = 1e-12       # LayerNorm epsilon
     dropout: float = 0.0          # off during pretraining (the paper); finetune_glue.py turns it on
@@ -83,7 +83,7 @@ class Config:
 
 PRESETS = {
     "paper": {},  # the defaults above are the paper's recipe
-    # A model that learns in 5 minutes on 2 CPU cores (README, "what we tried"): 2 x 128, so it reads ~5M tokens;
+    # A model that learns in 5 minutes on 2 CPU cores (docs/notes.md, measured): 2 x 128, so it reads ~5M tokens;
     # many small steps (64 sequences) at a 10x hotter lr, 10x the weight decay to keep the weights small enough to
     # fine-tune. In 5 minutes the model drives the sin/cos position scalar to ~0 (so it starts there) and learns a
     # bag of words; a fixed local attention bias (slopes 1, 1/2, 1/4, and a 4th head that sees the whole row) gives
@@ -263,7 +263,7 @@ class CrammedBERT(nn.Module):
         self.final_norm = nn.LayerNorm(cfg.n_embd, eps=cfg.norm_eps)
         distance = (torch.arange(seq_len)[:, None] - torch.arange(seq_len)[None, :]).abs()         # (T, T)
         slopes = cfg.local_bias / 2.0 ** torch.arange(cfg.n_head)                                  # (H,)
-        slopes[-1] = 0.0  # the last head sees the whole row: [CLS] must, to classify a sentence (README)
+        slopes[-1] = 0.0  # the last head sees the whole row: [CLS] must, to classify a sentence (notes)
         bias = -slopes[:, None, None] * distance if cfg.local_bias > 0 else None                  # (H, T, T)
         self.register_buffer("attn_bias", bias, persistent=False)
         self.apply(self._init)
@@ -406,7 +406,7 @@ def pick_device(name):
 def evaluate(model, val, cfg, mask_id, vocab_size, amp):
     """Mean MLM loss on the first eval_seqs validation sequences, with the same masks every time; returns (loss
     over all predicted slots, loss over the [MASK] slots alone). The two differ because the 10% of slots that keep
-    their token are easy: a model that copies its input gets them at ~ln 2 (README, "what the 5-minute model is")."""
+    their token are easy: a model that copies its input gets them at ~ln 2 (docs/notes.md: the nats by slot)."""
     model.eval()
     device = model.embed.tok.weight.device
     gen = torch.Generator(device=device).manual_seed(1234)

@@ -6,8 +6,8 @@
 
 How to set one: copy cram.py (cp cram.py my_cram.py), delete the body of the function or class the exercise names,
 write it again from the paper and the hint, and run the check with --file my_cram.py. Each check tests behaviour,
-not code, so any correct version passes, and a failure says what differs. The README's "Exercises" section gives
-the measured effect of each idea on a tiny run.
+not code, so any correct version passes, and a failure says what differs. The lab notebook (docs/notes.md,
+2026-11-22 afternoon) gives the measured effect of each idea on a tiny run.
 """
 import argparse
 import importlib.util

@@ -5,11 +5,11 @@
     python prepare.py books.jsonl.gz --tokenizer gpt2 --out data/books           # GPT-2's BPE (tiktoken) instead
     python prepare.py --hf wikitext --hf_config wikitext-103-raw-v1 --out data/wt  # a Hugging Face hub dataset
 
-The paper's data recipe (Geiping & Goldstein 2022, section 4.3): a WordPiece tokenizer (vocab 32768) trained on the
-same text (lowercase, strip accents, drop non-ASCII; ids [PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4); [SEP] after each
-document; documents concatenated and cut into --seq_len rows, no padding; documents with >= 0.25 tokens per
+The paper's data recipe (Geiping & Goldstein 2022, sections 4.1 and 4.4): a WordPiece tokenizer (vocab 32768) trained
+on the same text (lowercase, strip accents, drop non-ASCII; ids [PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4); [SEP] after
+each document; documents concatenated and cut into --seq_len rows, no padding; documents with >= 0.25 tokens per
 character dropped (they compress badly: code, tables, noise); train rows sorted by their number of "." tokens, most
-first: a curriculum that cram.py reads in order.
+first: a curriculum that cram.py reads in order (the 0.25 and the "." key are the reference code's, RECIPE.md).
 Inputs: .txt (a document a file), WikiExtractor output (one an article), .jsonl (one a line), each maybe .gz.
 Output: train.bin, val.bin (uint16, (rows, seq_len)), tokenizer.json, and meta.json last: it vouches for the set.
 """
