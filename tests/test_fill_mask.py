@@ -52,9 +52,10 @@ def test_probabilities_are_sorted_at_most_one_and_equal_a_softmax_of_the_model(c
     assert len(preds) == 4 and probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1 + 1e-6
     model, _, _ = load_model(str(ckpt))
     tok = prepare.load_tokenizer(ckpt.parent)
-    ids = tok.encode_batch(["the capital of"])[0] + [4] + tok.encode_batch(["is paris ."])[0] + [3]
+    mask, sep = tok.special["mask"], tok.special["sep"]
+    ids = tok.encode_batch(["the capital of"])[0] + [mask] + tok.encode_batch(["is paris ."])[0] + [sep]
     with torch.no_grad():
-        expected = model.eval()(torch.tensor([ids]), torch.tensor([[ids.index(4)]]))[0, 0].softmax(-1)
+        expected = model.eval()(torch.tensor([ids]), torch.tensor([[ids.index(mask)]]))[0, 0].softmax(-1)
     values, indices = expected.topk(4)
     assert [s for s, _ in preds] == [tok.backend.id_to_token(int(i)) for i in indices]
     assert np.allclose(probs, values.tolist(), atol=1e-6)
