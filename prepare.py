@@ -11,7 +11,8 @@ document; documents concatenated and cut into --seq_len rows, no padding; docume
 character dropped (they compress badly: code, tables, noise); train rows sorted by their number of "." tokens, most
 first: a curriculum that cram.py reads in order.
 Inputs: .txt (a document a file), WikiExtractor output (one an article), .jsonl (one a line), each maybe .gz.
-Output: train.bin, val.bin (uint16, (rows, seq_len)), tokenizer.json, and meta.json last: it vouches for the set.
+Output: train.bin, val.bin (uint16, (rows, seq_len)), tokenizer.json, and meta.json last: it vouches for the set,
+which is built in <out>/prepare-tmp-<pid> and replaces the earlier one only when complete (settle).
 """
 import argparse
 import gzip
@@ -20,7 +21,9 @@ import itertools
 import json
 import os
 import re
+import shutil
 import socket
+import sys
 import time
 from pathlib import Path
 
@@ -33,8 +36,8 @@ WIKI_DOC = re.compile(r"^<doc [^\n]*\n(.*?)^</doc>", re.M | re.S)  # an article:
 BATCH_DOCS, BATCH_CHARS = 2000, 8_000_000  # one encode call: enough work for every core, bounded memory
 
 
-def die(msg):
-    raise SystemExit(f"prepare: error: {msg}")
+def die(msg):  # one line, named after the script: prepare.py, or cram.py and finetune_glue.py reading a set
+    raise SystemExit(f"{Path(sys.argv[0]).name}: error: {msg}")
 
 
 # Text: generators of documents, so memory stays bounded however large the corpus; the same order on every pass.
@@ -51,15 +54,22 @@ def list_files(sources):
 
 
 def file_docs(path, text_field):
-    with (gzip.open if path.suffix == ".gz" else open)(path, "rt", encoding="utf-8", errors="replace") as f:
-        if ".jsonl" not in path.name:
-            text = f.read()  # text mode already turned \r\n into \n
-            yield from WIKI_DOC.findall(text) if text.startswith("<doc ") else [text]
-        for n, line in enumerate(f, 1):  # .jsonl: a document a line (a .txt file is read to its end already)
-            text = json.loads(line).get(text_field) if line.strip() else ""
-            if not isinstance(text, str):
-                die(f"{path} line {n} has no text field {text_field!r}: name the right one with --text_field")
-            yield text.replace("\r\n", "\n")  # Gutenberg's texts keep Windows line ends inside the JSON
+    try:  # a damaged file (not gzip, cut short, binary, a bad JSON line) is a one-line error
+        with (gzip.open if path.suffix == ".gz" else open)(path, "rt", encoding="utf-8", errors="replace") as f:
+            if ".jsonl" not in path.name:
+                text = f.read()  # text mode already turned \r\n into \n
+                if text.count("\ufffd") + text.count("\x00") > len(text) / 100:  # a stray undecodable byte is fine
+                    die(f"{path} is not UTF-8 text (binary, or another encoding): convert it to UTF-8, or leave it out")
+                yield from WIKI_DOC.findall(text) if text.startswith("<doc ") else [text]
+            for n, line in enumerate(f, 1):  # .jsonl: a document a line (a .txt file is read to its end already)
+                record = json.loads(line) if line.strip() else {text_field: ""}
+                if not isinstance(record, dict) or not isinstance(text := record.get(text_field), str):
+                    die(f"{path} line {n} has no text field {text_field!r}: name the right one with --text_field")
+                yield text.replace("\r\n", "\n")  # Gutenberg's texts keep Windows line ends inside the JSON
+    except json.JSONDecodeError as e:  # n: the line it stopped at
+        die(f"{path} line {n} is not JSON ({e.msg}): repair or delete that line")
+    except Exception as e:  # not gzip, cut short (an interrupted download), unreadable: what gzip, zlib, the OS raise
+        die(f"cannot read {path} ({type(e).__name__}: {e}): damaged or cut short? get it again, or leave it out")
 
 
 def hub_docs(args):
@@ -95,10 +105,9 @@ class Tok:
 
     def __init__(self, kind, backend):
         self.kind, self.backend = kind, backend
-        if kind == "gpt2":  # tiktoken's GPT-2 uses ids 0..50256; our specials go right above, in the same order
-            self.special, self.vocab_size = {k: 50257 + i for i, k in enumerate(SPECIALS)}, 50257 + len(SPECIALS)
-        else:  # train_wordpiece pins them to 0..4
-            self.special, self.vocab_size = {k: i for i, k in enumerate(SPECIALS)}, backend.get_vocab_size()
+        first = 50257 if kind == "gpt2" else 0  # tiktoken's GPT-2 uses 0..50256: our specials go right above, in order
+        self.special = {k: first + i for i, k in enumerate(SPECIALS)}  # train_wordpiece pins them to 0..4
+        self.vocab_size = first + len(SPECIALS) if kind == "gpt2" else backend.get_vocab_size()
 
     def encode_raw(self, texts):
         """The library's own batch call, on every core: tiktoken's lists of ids, or tokenizers' Encodings."""
@@ -140,16 +149,28 @@ def train_wordpiece(docs, vocab_size):
 
 
 def read_meta(data_dir):
+    """A set's meta.json, checked for every field that cram.py and finetune_glue.py read."""
     if not (path := Path(data_dir) / "meta.json").is_file():
         die(f"no {path}: run `python prepare.py --out {data_dir}` first")
-    return json.loads(path.read_text())
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+        n = meta["num_sequences"]
+        ints = meta["seq_len"], meta["vocab_size"], meta["special_ids"]["mask"], n["train"], n["val"]
+        if meta["tokenizer"] not in ("wordpiece", "gpt2") or not all(type(i) is int and i >= 0 for i in ints):
+            raise ValueError("a field holds what prepare.py never writes")
+    except (ValueError, KeyError, TypeError) as e:  # JSON and UTF-8 errors are ValueErrors
+        die(f"{path} is damaged ({type(e).__name__}: {e}): prepare the data again, or copy the good one there")
+    return meta
 
 
 def load_tokenizer(data_dir):
     if read_meta(data_dir)["tokenizer"] == "gpt2":
         return gpt2_tok()
     from tokenizers import Tokenizer  # meta.json is written last, so tokenizer.json is there
-    return Tok("wordpiece", Tokenizer.from_file(str(Path(data_dir) / "tokenizer.json")))
+    try:
+        return Tok("wordpiece", Tokenizer.from_file(str(Path(data_dir) / "tokenizer.json")))
+    except Exception as e:  # tokenizers raises a bare Exception: missing, not JSON, not a tokenizer
+        die(f"cannot load {data_dir}/tokenizer.json ({e}): prepare the data again, or copy the good one there")
 
 
 # Packing: [SEP] after each document, documents concatenated per split and cut into rows; then the "." curriculum.
@@ -230,20 +251,32 @@ def parse_args(argv):
     return args
 
 
+def settle(out):
+    """End every staging folder in out: a complete set (meta.json is written last) replaces out's, the old meta.json
+    out first and the new one in last, so that none vouches for another set's bins; the rest is deleted."""
+    for stage in out.glob("prepare-tmp-*"):  # ours, and any a run killed with -9 left (one run per --out at a time)
+        if (stage / "meta.json").exists():
+            (out / "meta.json").unlink(missing_ok=True)
+            for name in [n for n in ("train.bin", "val.bin", "tokenizer.json", "meta.json") if (stage / n).exists()]:
+                os.replace(stage / name, out / name)  # gpt2 sets have no tokenizer.json
+        shutil.rmtree(stage, ignore_errors=True)
+
+
 def main(argv=None):
     args = parse_args(argv)
     out, T, t0 = Path(args.out), args.seq_len, time.time()
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "meta.json").unlink(missing_ok=True)  # a stale meta.json would vouch for a half-written set
-    tmp = {name: out / f"{name}.tmp" for name in ("train.bin", "val.bin", "tokenizer.json", "meta.json", "unsorted")}
+    settle(out)
+    stage = out / f"prepare-tmp-{os.getpid()}"  # the new set is built here, beside the old one
     try:
+        stage.mkdir(parents=True)
         if args.tokenizer == "gpt2":
             tok = gpt2_tok()
         else:  # pass 1: train the tokenizer on the first --tokenizer_docs documents
             docs = tqdm(itertools.chain.from_iterable(batches(args)), desc="pass 1", unit=" docs", mininterval=2)
             tok = train_wordpiece(itertools.islice(docs, args.tokenizer_docs), args.vocab_size)
-            tok.backend.save(str(tmp["tokenizer.json"]))
-        with open(tmp["unsorted"], "wb") as train_f, open(tmp["val.bin"], "wb") as val_f:
+            tok.backend.save(str(stage / "tokenizer.json"))
+        rows = stage / ("train.bin" if args.no_sort else "rows.bin")  # --no_sort: pass 2's order is the last word
+        with open(rows, "wb") as train_f, open(stage / "val.bin", "wb") as val_f:
             st = pack(args, tok, {"train": train_f, "val": val_f})
         n_docs = st["docs"]["train"] + st["docs"]["val"] + st["dropped"]
         if st["seqs"]["train"] == 0:  # no text, all of it filtered out, or less than one row
@@ -253,10 +286,8 @@ def main(argv=None):
             print(f"warning: the filter dropped {st['dropped'] / n_docs:.0%} of the documents: the paper's 0.25 "
                   "suits a 32768 vocab; smaller vocabs need more tokens per character (--max_tokens_per_char)")
         dot_id = tok.encode_batch(["."])[0][0]
-        if args.no_sort:
-            os.replace(tmp["unsorted"], tmp["train.bin"])
-        else:
-            sort_by_dots(tmp["unsorted"], tmp["train.bin"], T, dot_id)
+        if not args.no_sort:
+            sort_by_dots(rows, stage / "train.bin", T, dot_id)
         meta = {"version": 1, "tokenizer": tok.kind, "tokenizer_file": None if tok.kind == "gpt2" else "tokenizer.json",
                 "vocab_size": tok.vocab_size, "special_ids": tok.special, "dot_id": dot_id, "seq_len": T,
                 "dtype": "uint16", "num_sequences": st["seqs"], "num_tokens": {k: n * T for k, n in st["seqs"].items()},
@@ -264,19 +295,19 @@ def main(argv=None):
                 "max_tokens_per_char": args.max_tokens_per_char, "tokens_dropped": st["dropped_tokens"]},
                 "sort": {"enabled": not args.no_sort, "key": "dot_count"}, "docs": st["docs"],
                 "created": time.strftime("%Y-%m-%dT%H:%M:%S")}
-        tmp["meta.json"].write_text(json.dumps(meta, indent=1))
-        for name in ("train.bin", "val.bin", "tokenizer.json", "meta.json"):  # meta.json last: the set is complete
-            if tmp[name].exists():
-                os.replace(tmp[name], out / name)
+        (stage / "meta.tmp").write_text(json.dumps(meta, indent=1))
+        os.replace(stage / "meta.tmp", stage / "meta.json")  # whole or not at all: the set in stage is complete
+    except (OSError, KeyboardInterrupt) as e:  # a full disk, no permission, an --out that is a file; Ctrl-C
+        die(f"{e}: check --out and the disk" if str(e) else "interrupted: --out holds no half-written set")
     finally:
-        for path in tmp.values():
-            path.unlink(missing_ok=True)
+        settle(out)  # a complete set replaces out's; anything else is deleted
     print(f"done in {time.time() - t0:.1f} s: {out} | {n_docs} documents, kept {st['docs']}, {st['dropped']} dropped "
           f"by the filter ({st['dropped_tokens']} tokens) | rows {st['seqs']} | pass 2 "
           f"{st['tokens'] / st['seconds']:,.0f} tokens/s")
     if args.bench:  # timed batch by batch on the same batches and cores, so machine noise slows both sides alike
         bare, ours = st["bare_tokens"] / st["bare_seconds"], st["tokens"] / st["seconds"]
         print(f"bench: bare encode {bare:,.0f} tokens/s, prepare {ours:,.0f} tokens/s: ratio {ours / bare:.2f}")
+
 
 if __name__ == "__main__":
     main()

@@ -70,7 +70,8 @@ def ckpt(tmp_path_factory):
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tok.save(str(folder / "tokenizer.json"))
     meta = {"version": 1, "tokenizer": "wordpiece", "tokenizer_file": "tokenizer.json", "vocab_size": len(vocab),
-            "special_ids": {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}, "seq_len": 128}
+            "special_ids": {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}, "seq_len": 128,
+            "num_sequences": {"train": 1, "val": 1}}
     (folder / "meta.json").write_text(json.dumps(meta))
     cfg = Config(n_layer=1, n_embd=32, n_head=2, ffn_hidden=64)
     torch.manual_seed(1234)  # not a fine-tuning seed, so --random_init's weights differ from these
