@@ -45,7 +45,7 @@ def test_plot_errors_are_one_line(tmp_path):
     with pytest.raises(SystemExit, match="no .*metrics.jsonl: pass the --out_dir of a cram.py run"):
         plot.main([str(tmp_path)])
     (tmp_path / "metrics.jsonl").write_text('{"step": 1, "loss": 9, "lr": 0.1, "batch": 4, "budget": 0.1}\n{oops\n')
-    with pytest.raises(SystemExit, match="line 2 is not JSON"):
+    with pytest.raises(SystemExit, match="line 2 is not a cram.py record"):
         plot.main([str(tmp_path)])
 
 
