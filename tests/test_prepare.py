@@ -212,7 +212,7 @@ def gz(data, path):
 
 GZ = gzip.compress(sentences(0, n=200).encode())
 BAD_FILES = {  # file name -> (its bytes, what the one-line error must say)
-    "bad.jsonl": (b'{"text": "fine"}\n\n{"text": "cut sho\n', ["bad.jsonl line 3 is not JSON"]),
+    "bad.jsonl": (b'{"text": "fine"}\n\n{"text": "cut sho\n', ["bad.jsonl line 3 (JSONDecodeError"]),
     "list.jsonl": (b'{"text": "fine"}\n["text"]\n', ["list.jsonl line 2 has no text field 'text'"]),
     "nogz.txt.gz": (b"plain text, a download that was never gzipped", ["cannot read", "nogz.txt.gz", "BadGzipFile"]),
     "cut.txt.gz": (GZ[:len(GZ) // 2], ["cannot read", "cut.txt.gz", "EOFError"]),  # an interrupted download
