@@ -364,7 +364,7 @@ def main(argv=None):
     except (CramError, OSError) as e:  # OSError: no permission, a full disk
         sys.exit(f"finetune_glue.py: error: {e}" + ("" if isinstance(e, CramError) else ": check --out and the disk"))
     except KeyboardInterrupt:
-        sys.exit("finetune_glue.py: interrupted: the earlier glue.md, glue.json and predictions/ are as they were")
+        sys.exit("finetune_glue.py: error: interrupted: the earlier glue.md, glue.json and predictions/ stay")
 
 
 if __name__ == "__main__":

@@ -147,7 +147,7 @@ def test_a_failed_or_interrupted_run_keeps_the_earlier_table_and_predictions(ckp
             raise KeyboardInterrupt
         return real_finetune(*a)
     monkeypatch.setattr(fg, "finetune", interrupted)
-    with pytest.raises(SystemExit, match="interrupted: the earlier glue.md, glue.json and predictions/ are as they"):
+    with pytest.raises(SystemExit, match="error: interrupted: the earlier glue.md, glue.json and predictions/ stay"):
         fg.main(later + ["--glue_dir", str(glue)])
     assert len(calls) == 2
     assert {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()} == before
