@@ -368,13 +368,13 @@ def load_model(ckpt_path, device="cpu", dropout=None):
     """Rebuild the raw model of a checkpoint; returns (model, cfg, meta). Used by finetune_glue.py."""
     ckpt = read_checkpoint(ckpt_path)
     try:
-        cfg = Config(**ckpt["config"])
+        cfg, meta = Config(**ckpt["config"]), ckpt["meta"]
         cfg.dropout = cfg.dropout if dropout is None else dropout
         model = CrammedBERT(cfg, ckpt["vocab_size"], ckpt["seq_len"])
         model.load_state_dict(ckpt["model"])
-        return model.to(device), cfg, ckpt["meta"]
     except Exception as e:  # a field missing, or of the wrong type or shape
         raise damaged(ckpt_path, e) from None
+    return model.to(device), cfg, meta
 
 
 def run_info(device):
