@@ -77,7 +77,8 @@ def read_tsv(path, cols, labels, limit=0):
     # a header line names the columns; headerless CoLA has 4, given by index (the sentence is the last)
     header = lines.pop(0)[1] if isinstance(cols[0], str) else list(range(cols[0] + 1))
     if not {c for c in cols if c is not None} <= set(header):
-        raise CramError(f"{path}: the header {header} lacks one of the columns {[c for c in cols if c]}")
+        raise CramError(f"{path}: the header {str(header)[:150]} lacks one of the columns {[c for c in cols if c]}: "
+                        "it is not this task's file, or damaged; download the GLUE data again")
     i_a, i_b, i_y = [None if c is None else header.index(c) for c in cols]
     rows, bad = [], []
     for n, fields in lines:
