@@ -38,6 +38,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from prepare import read_meta
+
 
 # ----------------------------------------------------------------------------------------------------------------
 # Config: one flat dataclass; the command line is generated from its fields, presets are dicts of overrides.
@@ -120,13 +122,9 @@ class CramError(Exception):
 # ----------------------------------------------------------------------------------------------------------------
 # Data: prepare.py's packed uint16 sequences, read in stored order (the "." curriculum), and MLM masking.
 
-def load_split(data_dir, split, cfg=None):
+def load_split(data_dir, split):
     """Memory-map `split`.bin as an (N, T) uint16 array after checking it against meta.json."""
-    meta_path = os.path.join(data_dir, "meta.json")
-    if not os.path.exists(meta_path):
-        raise CramError(f"no {meta_path}: run `python prepare.py --out {data_dir}` first")
-    with open(meta_path) as f:
-        meta = json.load(f)
+    meta = read_meta(data_dir)  # prepare.py's reader: a missing or damaged meta.json is a one-line error
     T, n = meta["seq_len"], meta["num_sequences"][split]
     path = os.path.join(data_dir, f"{split}.bin")
     if not os.path.exists(path):
@@ -354,25 +352,29 @@ def save_checkpoint(path, state):
 def read_checkpoint(path, device="cpu"):
     """torch.load with one-line errors for a missing, truncated or foreign file."""
     if not os.path.isfile(path):
-        raise CramError(f"no checkpoint at {path}: train one with cram.py or check the path")
+        raise CramError(f"no checkpoint at {path}: check the path (and --out_dir), or train one first")
     try:
-        ckpt = torch.load(path, map_location=device, weights_only=False)
+        return torch.load(path, map_location=device, weights_only=False)
     except Exception as e:
-        raise CramError(f"cannot read checkpoint {path} ({type(e).__name__}): it is corrupt or not ours") from None
-    if not isinstance(ckpt, dict) or not {"model", "config", "meta"} <= ckpt.keys():
-        raise CramError(f"{path} is not a cram.py checkpoint (no model, config and meta in it): check the path")
-    return ckpt
+        raise damaged(path, e) from None
+
+
+def damaged(path, e):  # a checkpoint cut short, not cram.py's, or with a field missing or wrong, in one line
+    return CramError(f"{path} is damaged or not a cram.py checkpoint ({type(e).__name__}: "
+                     f"{' '.join(str(e).split())[:150]}): check the path, or train afresh in another --out_dir")
 
 
 def load_model(ckpt_path, device="cpu", dropout=None):
     """Rebuild the raw model of a checkpoint; returns (model, cfg, meta). Used by finetune_glue.py."""
     ckpt = read_checkpoint(ckpt_path)
-    cfg = Config(**ckpt["config"])
-    if dropout is not None:
-        cfg.dropout = dropout
-    model = CrammedBERT(cfg, ckpt["vocab_size"], ckpt["seq_len"])
-    model.load_state_dict(ckpt["model"])
-    return model.to(device), cfg, ckpt["meta"]
+    try:
+        cfg, meta = Config(**ckpt["config"]), ckpt["meta"]
+        cfg.dropout = cfg.dropout if dropout is None else dropout
+        model = CrammedBERT(cfg, ckpt["vocab_size"], ckpt["seq_len"])
+        model.load_state_dict(ckpt["model"])
+    except Exception as e:  # a field missing, or of the wrong type or shape
+        raise damaged(ckpt_path, e) from None
+    return model.to(device), cfg, meta
 
 
 def run_info(device):
@@ -494,15 +496,16 @@ def train(cfg):
     ckpt_path = os.path.join(cfg.out_dir, "ckpt.pt")
     step, train_time, data_pos, val_loss = 0, 0.0, 0, float("nan")
     if cfg.resume:
-        if not os.path.exists(ckpt_path):
-            raise CramError(f"--resume but no checkpoint at {ckpt_path}: check --out_dir, or drop --resume")
         ckpt = read_checkpoint(ckpt_path, device)
-        check_resumable(ckpt, cfg, meta, ckpt_path)
-        model.load_state_dict(ckpt["model"])
-        optimizer.load_state_dict(ckpt["optimizer"])
-        scaler.load_state_dict(ckpt["scaler"])
-        step, train_time, data_pos, val_loss = ckpt["step"], ckpt["train_time"], ckpt["data_pos"], ckpt["val_loss"]
-        torch.set_rng_state(ckpt["rng"]["torch"])
+        try:
+            check_resumable(ckpt, cfg, meta, ckpt_path)  # another model or data: a CramError that names the setting
+            model.load_state_dict(ckpt["model"])
+            optimizer.load_state_dict(ckpt["optimizer"])
+            scaler.load_state_dict(ckpt["scaler"])
+            step, train_time, data_pos, val_loss = ckpt["step"], ckpt["train_time"], ckpt["data_pos"], ckpt["val_loss"]
+            torch.set_rng_state(ckpt["rng"]["torch"])
+        except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as e:  # a field missing or wrong
+            raise damaged(ckpt_path, e) from None
         del ckpt
     elif os.path.exists(ckpt_path):
         raise CramError(f"{ckpt_path} already exists: pass --resume to continue it, or choose another --out_dir")
@@ -524,17 +527,15 @@ def train(cfg):
         for name in ("meta.json", meta.get("tokenizer_file") or ""):  # finetune_glue.py finds them beside ckpt.pt
             if name and os.path.exists(os.path.join(cfg.data_dir, name)):
                 shutil.copyfile(os.path.join(cfg.data_dir, name), os.path.join(cfg.out_dir, name))
-        log_file = open(os.path.join(cfg.out_dir, "log.txt"), "a")
-        metrics_file = open(os.path.join(cfg.out_dir, "metrics.jsonl"), "a")
+        log_file = open(os.path.join(cfg.out_dir, "log.txt"), "a", buffering=1)  # line-buffered: on disk at once
+        metrics_file = open(os.path.join(cfg.out_dir, "metrics.jsonl"), "a", buffering=1)
 
     def log(msg, **metrics):
         if master:
             print(msg, flush=True)
             log_file.write(msg + "\n")
-            log_file.flush()
             if metrics:
                 metrics_file.write(json.dumps(metrics) + "\n")
-                metrics_file.flush()
 
     n_params = sum(p.numel() for p in model.parameters())
     baseline = unigram_entropy(train_data, val_data[: cfg.eval_seqs]) if master else float("nan")
@@ -641,8 +642,8 @@ def main(argv=None):
     cfg = parse_config(argv)
     try:
         return train(cfg)
-    except CramError as e:
-        sys.exit(f"cram.py: error: {e}")
+    except (CramError, OSError) as e:  # OSError: a full disk, no permission, an --out_dir that is a file
+        sys.exit(f"cram.py: error: {e}" + ("" if isinstance(e, CramError) else ": check the path and the disk"))
 
 
 if __name__ == "__main__":

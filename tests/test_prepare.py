@@ -4,8 +4,11 @@ import importlib.util
 import json
 import os
 import re
+import shutil
+import signal
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -178,13 +181,78 @@ def test_embedded_default_corpus_has_2225_documents():
     assert sum(map(len, prepare.batches(args))) == 2225
 
 
+# ---------------------------------------------------------------------------------------------- bad input, failures
+
+@pytest.fixture(scope="module")
+def earlier_set(tmp_path_factory):
+    """A complete set from an earlier run, beside files the user put in the same folder."""
+    out = tmp_path_factory.mktemp("earlier") / "out"
+    prepare.main([str(write_txt(out.parent / "txt")), *SMALL, "--out", str(out)])
+    (out / "notes.txt").write_text("my notes")
+    (out / "run").mkdir()
+    (out / "run" / "ckpt.pt").write_bytes(b"a trained model")
+    return out
+
+
+def snapshot(folder):
+    """Every file below folder and its bytes, and every folder: what "as it was, byte for byte" compares."""
+    return {str(p.relative_to(folder)): p.read_bytes() if p.is_file() else "/" for p in sorted(folder.rglob("*"))}
+
+
+@pytest.fixture
+def out(earlier_set, tmp_path):
+    shutil.copytree(earlier_set, tmp_path / "out")
+    return tmp_path / "out"
+
+
+GZ = gzip.compress(sentences(0, n=200).encode())
+BAD_FILES = {  # file name -> (its bytes, what the one-line error must say)
+    "bad.jsonl": (b'{"text": "fine"}\n\n{"text": "cut sho\n', ["bad.jsonl line 3 (JSONDecodeError"]),
+    "list.jsonl": (b'{"text": "fine"}\n["text"]\n', ["list.jsonl line 2 has no text field 'text'"]),
+    "nogz.txt.gz": (b"plain text, a download that was never gzipped", ["cannot read", "nogz.txt.gz", "BadGzipFile"]),
+    "cut.txt.gz": (GZ[:len(GZ) // 2], ["cannot read", "cut.txt.gz", "EOFError"]),  # an interrupted download
+    "flipped.txt.gz": (GZ[:100] + bytes(b ^ 0xFF for b in GZ[100:110]) + GZ[110:], ["cannot read", "flipped.txt.gz"]),
+    "binary.txt": (bytes(range(256)) * 20, ["binary.txt is not UTF-8 text"]),
+    "wiki_00": (b'<doc id="1" title="T">\n' + bytes(range(128, 256)) * 30 + b"\n</doc>\n", ["wiki_00 is not UTF-8"]),
+}
+
+
+@pytest.mark.parametrize("name", BAD_FILES)
+def test_a_damaged_input_file_is_a_one_line_error_and_the_earlier_set_stays(name, out, tmp_path):
+    data, needles = BAD_FILES[name]
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / name).write_bytes(data)
+    write_txt(tmp_path / "in" / "more")  # good files beside it: the error must come from the bad one
+    before = snapshot(out)
+    with pytest.raises(SystemExit) as e:
+        prepare.main([str(tmp_path / "in"), *SMALL, "--out", str(out)])
+    message = str(e.value.code)
+    assert len(message.splitlines()) == 1 and all(n in message for n in needles), message
+    assert snapshot(out) == before  # byte for byte, the user's own files included, and no staging folder left
+
+
+def test_a_few_bytes_that_are_not_utf8_in_a_text_file_are_kept_as_text(tmp_path):
+    folder = write_txt(tmp_path / "txt")
+    (folder / "stray.txt").write_bytes(sentences(99).encode() + b" Caf\xe9 au lait.")  # like one BBC News file
+    meta, train, _ = run(tmp_path, folder, *SMALL)  # 1 undecodable byte in 500 characters: text, not a binary file
+    assert meta["docs"]["train"] + meta["docs"]["val"] == 21
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("name", ["a.txt", "a.txt.gz", "a.jsonl", "a.jsonl.gz", "wiki_00"])
+def test_random_bytes_in_any_input_file_are_a_one_line_error(name, seed, out, tmp_path):
+    (tmp_path / name).write_bytes(np.random.default_rng(seed).bytes(100 * 10 ** seed))
+    before = snapshot(out)
+    with pytest.raises(SystemExit) as e:  # anything else would be a traceback
+        prepare.main([str(tmp_path / name), *SMALL, "--out", str(out)])
+    assert len(str(e.value.code).splitlines()) == 1 and name in str(e.value.code), e.value.code
+    assert snapshot(out) == before
+
+
 @pytest.mark.parametrize("case", ["missing path", "no usable files", "empty corpus", "all filtered", "too few tokens",
                                   "vocab too large", "hub unreachable", "unknown tokenizer", "vocab too small",
-                                  "no tokenizer docs", "negative seed"])
-def test_bad_input_fails_with_one_line_and_leaves_no_meta(tmp_path, case):
-    out = tmp_path / "out"
-    out.mkdir()
-    (out / "meta.json").write_text("{}")  # a stale meta.json from an earlier run must not survive
+                                  "no tokenizer docs", "negative seed", "bad json line", "out is a file"])
+def test_bad_input_fails_with_one_line_and_leaves_the_earlier_set_as_it_was(tmp_path, case, out):
     empty, tiny, txt = tmp_path / "empty", tmp_path / "tiny", write_txt(tmp_path / "txt", n=4)
     empty.mkdir()
     (empty / "blank.txt").write_text("  \n\n")
@@ -192,20 +260,114 @@ def test_bad_input_fails_with_one_line_and_leaves_no_meta(tmp_path, case):
     (tiny / "a.txt").write_text("One short line.")
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "x.csv").write_text("a,b\n")
+    (tmp_path / "bad.jsonl").write_text('{"text": "a"}\n{"text": \n')
     flags = {"missing path": [tmp_path / "nope"], "no usable files": [tmp_path / "other"], "empty corpus": [empty],
              "all filtered": [txt, "--max_tokens_per_char", "0.01"], "too few tokens": [tiny],
              "vocab too large": [txt, "--vocab_size", "65536"], "hub unreachable": ["--hf", "no_such/dataset"],
              "unknown tokenizer": [txt, "--tokenizer", "sentencepiece"], "vocab too small": [txt, "--vocab_size", "5"],
-             "no tokenizer docs": [txt, "--tokenizer_docs", "0"], "negative seed": [txt, "--seed", "-1"]}[case]
-    r = run_cli("--vocab_size", "300", *flags, "--out", out)  # a later --vocab_size wins
+             "no tokenizer docs": [txt, "--tokenizer_docs", "0"], "negative seed": [txt, "--seed", "-1"],
+             "bad json line": [tmp_path / "bad.jsonl"], "out is a file": [txt, "--out", out / "notes.txt"]}[case]
+    before = snapshot(out)
+    r = run_cli("--vocab_size", "300", "--out", out, *flags)  # a later --vocab_size or --out wins
     lines = r.stderr.strip().splitlines()
     assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr
-    assert lines and (lines[-1].startswith("prepare: error:") or "invalid choice" in lines[-1]), r.stderr
-    if case in ("empty corpus", "all filtered", "too few tokens", "hub unreachable"):
-        assert not (out / "meta.json").exists()  # the run got going: the stale one is gone, no new one written
-    assert not list(out.glob("*.tmp"))
+    assert lines and lines[-1].startswith("prepare.py: error:"), r.stderr
+    assert snapshot(out) == before  # byte for byte, and no staging folder or temporary file left behind
+
+
+@pytest.mark.parametrize("failure", [KeyboardInterrupt, MemoryError])
+def test_an_interrupted_run_leaves_the_earlier_set_and_no_staging_folder(failure, out, tmp_path, monkeypatch):
+    def stop(*args):  # Ctrl-C, or any exception, in the middle of the run: the new set is half-written
+        raise failure()
+    monkeypatch.setattr(prepare, "sort_by_dots", stop)
+    before = snapshot(out)
+    with pytest.raises(SystemExit if failure is KeyboardInterrupt else failure,
+                       match="interrupted: --out holds no half-written set" if failure is KeyboardInterrupt else None):
+        prepare.main([str(write_txt(tmp_path / "new")), *SMALL, "--out", str(out)])
+    assert snapshot(out) == before
+
+
+KILL = """import os, shutil, signal, sys
+sys.path.insert(0, {root!r})
+import prepare
+point, calls, replace = sys.argv[1], [], os.replace
+def kill(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGKILL)
+if point == "build":
+    prepare.sort_by_dots = kill
+elif point == "cleanup":
+    shutil.rmtree = kill
+else:  # the k-th rename: meta.json into the staging folder, then the swap's four
+    def counting(*args):
+        calls.append(args)
+        if len(calls) == int(point):
+            kill()
+        replace(*args)
+    os.replace = counting
+prepare.main(sys.argv[2:])
+"""
+
+
+def test_kill_9_at_any_point_leaves_a_whole_set_and_the_next_run_clears_the_rest(earlier_set, tmp_path):
+    """The earlier set stays byte for byte until the new one is complete; a swap cut short is finished next time."""
+    new_text = write_txt(tmp_path / "new", n=30)
+    points = ["build", "1", "2", "3", "4", "5", "cleanup"]
+    def kill_at(point):
+        out = tmp_path / point / "out"
+        shutil.copytree(earlier_set, out)
+        p = subprocess.run([sys.executable, "-c", KILL.format(root=str(ROOT)), point, str(new_text), *SMALL, "--out",
+                            str(out)], capture_output=True, text=True, timeout=120)
+        return out, p.returncode
+    with ThreadPoolExecutor(2) as pool:
+        runs = dict(zip(points, pool.map(kill_at, points)))
+    old = snapshot(earlier_set)
+    (tmp_path / "broken.txt.gz").write_bytes(b"not gzip")
+    for point, (out, rc) in runs.items():
+        assert rc == -signal.SIGKILL, point
+        assert list(out.glob("prepare-tmp-*")), f"{point}: a killed run leaves its folder, clearly named"
+        now = {k: v for k, v in snapshot(out).items() if "prepare-tmp-" not in k}
+        if point in ("build", "1"):  # the new set was not complete yet
+            assert now == old, point
+        elif "meta.json" in now:  # mid-swap there is no meta.json at all, never one that vouches for the other's bins
+            assert point == "cleanup" and json.loads(now["meta.json"])["source"] == str(new_text)
+        with pytest.raises(SystemExit):  # the next run fails on its input, after it has settled the killed one's
+            prepare.main([str(tmp_path / "broken.txt.gz"), *SMALL, "--out", str(out)])
+        after = snapshot(out)
+        if point in ("build", "1"):
+            assert after == old, point
+        else:  # the killed run's set was complete: it replaced the earlier one, whole
+            meta = json.loads(after["meta.json"])
+            assert meta["source"] == str(new_text), point
+            assert all(len(after[f"{s}.bin"]) == meta["num_sequences"][s] * 16 * 2 for s in ("train", "val")), point
+            assert prepare.load_tokenizer(out).vocab_size == meta["vocab_size"]
+            assert {k: after[k] for k in ("notes.txt", "run/ckpt.pt")} == {k: old[k] for k in ("notes.txt",
+                                                                                              "run/ckpt.pt")}
+
+
+def test_a_damaged_meta_json_is_a_one_line_error(tmp_path, earlier_set):
+    good = json.loads((earlier_set / "meta.json").read_text())
+    cases = {"not JSON": "{\"version\": 1, \"tokeni", "a list": "[1, 2]", "no vocab_size": {**good, "vocab_size": None},
+             "no val rows": {**good, "num_sequences": {"train": 3}}, "not UTF-8": b"\xff\xfe{}",
+             "random bytes": np.random.default_rng(0).bytes(500)}
+    for case, content in cases.items():
+        folder = tmp_path / case
+        folder.mkdir()
+        if isinstance(content, dict):
+            content = json.dumps({k: v for k, v in content.items() if v is not None})
+        (folder / "meta.json").write_bytes(content if isinstance(content, bytes) else content.encode())
+        with pytest.raises(SystemExit, match="meta.json is damaged .*: prepare the data again") as e:
+            prepare.read_meta(folder)
+        assert len(str(e.value.code).splitlines()) == 1, case
+
+
+def test_a_damaged_tokenizer_json_is_a_one_line_error(out):
+    for content in (b"", b'{"model": {}', np.random.default_rng(0).bytes(300)):
+        (out / "tokenizer.json").write_bytes(content)
+        with pytest.raises(SystemExit, match="cannot load .*tokenizer.json .*: prepare the data again") as e:
+            prepare.load_tokenizer(out)
+        assert len(str(e.value.code).splitlines()) == 1
 
 
 def test_load_tokenizer_without_data_is_a_one_line_error(tmp_path):
-    with pytest.raises(SystemExit, match="prepare: error: no .*meta.json"):
+    with pytest.raises(SystemExit, match="error: no .*meta.json"):
         prepare.load_tokenizer(tmp_path / "nothing")

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,9 +47,21 @@ def test_plot_draws_loss_lr_and_batch_of_one_or_several_runs(tmp_path):
 def test_plot_errors_are_one_line(tmp_path):
     with pytest.raises(SystemExit, match="no .*metrics.jsonl: pass the --out_dir of a cram.py run"):
         plot.main([str(tmp_path)])
-    (tmp_path / "metrics.jsonl").write_text('{"step": 1, "loss": 9, "lr": 0.1, "batch": 4, "budget": 0.1}\n{oops\n')
-    with pytest.raises(SystemExit, match="line 2 is not JSON"):
-        plot.main([str(tmp_path)])
+    step = '{"step": 1, "loss": 9, "lr": 0.1, "batch": 4, "budget": 0.1}\n'
+    for bad in ("{oops", '["loss"]', '"val_loss"', '{"step": 2, "loss": 9, "lr": 0.1, "budget": 0.2}',
+                '{"step": 2, "val_loss": "low", "budget": 0.2}', '{"step": 2, "loss": 8, "lr": 0.1, "batch": 4, "bud'):
+        (tmp_path / "metrics.jsonl").write_text(step + bad + "\n")  # the last: a line cut short
+        with pytest.raises(SystemExit, match="line 2 is not a cram.py record .*: the file is damaged") as e:
+            plot.main([str(tmp_path)])
+        assert len(str(e.value.code).splitlines()) == 1
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_random_bytes_as_metrics_are_a_one_line_error(seed, tmp_path):
+    (tmp_path / "metrics.jsonl").write_bytes(np.random.default_rng(seed).bytes(100 * 10 ** seed))
+    with pytest.raises(SystemExit, match="plot.py: error: .*metrics.jsonl line 1 is not a cram.py record") as e:
+        plot.main([str(tmp_path)])  # anything else would be a traceback
+    assert len(str(e.value.code).splitlines()) == 1
 
 
 # ---------------------------------------------------------------------------------------------------------------
