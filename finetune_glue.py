@@ -28,17 +28,22 @@ from tqdm import tqdm
 from cram import CramError, CrammedBERT, load_model, pick_device, run_info
 from prepare import load_tokenizer
 
-# Hyper-parameters (the paper's); each is also a command-line flag, its name in lower case.
-LR, BETA1, BETA2, ADAM_EPS, WEIGHT_DECAY = 4e-5, 0.9, 0.98, 1e-6, 0.0     # AdamW
-BATCH_SIZE, EPOCHS = 16, 5
-WARMUP = 0.1            # fraction of each task's steps with a linear lr warm-up; cosine decay to 0 after it
-DROPOUT = 0.1           # encoder and head
-HEAD_HIDDEN = 1024      # width of the classification head's hidden layer
-MAX_LEN = 128           # tokens per example, specials included; pairs are truncated longest-first
-SEEDS = 5               # fine-tuning runs per task; the median of each metric is reported
-EVAL_BATCH_SIZE = 128   # no gradients at evaluation, so larger batches fit
-HPARAMS = ("lr", "beta1", "beta2", "adam_eps", "weight_decay", "batch_size", "epochs", "warmup", "dropout",
-           "head_hidden", "max_len", "seeds", "eval_batch_size")
+# The fine-tuning recipe comes from the checkpoint's preset (its config names it); every value is also a flag, which
+# wins. The paper's "GLUE-sane" set, one for every task:
+PAPER = dict(lr=4e-5, beta1=0.9, beta2=0.98, adam_eps=1e-6, weight_decay=0.0,  # AdamW
+             batch_size=16, epochs=5,
+             warmup=0.1,          # fraction of each task's steps with a linear lr warm-up; cosine decay to 0 after it
+             dropout=0.1,         # encoder and head
+             head_hidden=1024,    # width of the head's hidden layer
+             pool="cls",          # what the head reads: "cls" (the first token, the paper) or "mean" (GlueModel)
+             max_len=128,         # tokens per example, specials included; pairs are truncated longest-first
+             max_train=0,         # use only the first N train rows per task (0: all)
+             seeds=5,             # fine-tuning runs per task; the median of each metric is reported
+             eval_batch_size=128)  # no gradients at evaluation, so larger batches fit
+# The CPU presets' recipe, measured on STS-B, MRPC, RTE, CoLA, SST-2 (docs/notes.md, 2026-11-23): a small encoder
+# needs a 25x hotter lr, and the mean of each sentence's words instead of [CLS] (which pretraining never trained).
+TINY = {**PAPER, "lr": 1e-3, "batch_size": 32, "pool": "mean", "seeds": 3, "max_train": 8000}
+RECIPES = {"paper": PAPER, "tiny": TINY}
 
 HUB_NAME, HUB_URL = "nyu-mll/glue", "https://huggingface.co"
 BINARY, NLI2 = {"0": 0, "1": 1}, {"entailment": 0, "not_entailment": 1}  # TSV label text -> the hub's label id
@@ -161,22 +166,40 @@ def collate(seqs, pad_id, device):
 # ----------------------------------------------------------------------------------------------------------------
 # Model, schedule, fine-tuning, evaluation.
 
-class GlueModel(nn.Module):
-    """The pretrained encoder and a fresh head on the [CLS] (first) token."""
+def mean_of(h, mask):
+    """The mean of the states h (B, T, C) where mask (B, T) is True: (B, C); zeros where a row has none."""
+    weights = mask[..., None].to(h.dtype)                                             # (B, T, 1)
+    return (h * weights).sum(1) / weights.sum(1).clamp(min=1)
 
-    def __init__(self, encoder, n_embd, n_out, hidden=HEAD_HIDDEN, dropout=DROPOUT):
+
+class GlueModel(nn.Module):
+    """The encoder and a fresh head. pool "cls": the head reads the first token's state (the paper). pool "mean": it
+    reads the mean state of the sentence's words; for a pair, the means u of A's words and v of B's, compared as in
+    Sentence-BERT (Reimers & Gurevych 2019): [u, v, |u - v|, u * v]."""
+
+    def __init__(self, encoder, n_embd, n_out, hidden, dropout, pool, sep_id, pair):
         super().__init__()
-        self.encoder = encoder
-        self.head = nn.Sequential(nn.Linear(n_embd, hidden), nn.Tanh(), nn.Dropout(dropout), nn.Linear(hidden, n_out))
+        self.encoder, self.pool, self.sep_id, self.pair = encoder, pool, sep_id, pair
+        n_in = 4 * n_embd if pool == "mean" and pair else n_embd
+        self.head = nn.Sequential(nn.Linear(n_in, hidden), nn.Tanh(), nn.Dropout(dropout), nn.Linear(hidden, n_out))
         for linear in (self.head[0], self.head[3]):
             nn.init.normal_(linear.weight, mean=0.0, std=0.02)
             nn.init.zeros_(linear.bias)
 
     def forward(self, ids, pad_mask):
-        return self.head(self.encoder.encode(ids, pad_mask)[:, 0])           # (B, C) -> (B, n_out)
+        h = self.encoder.encode(ids, pad_mask)                                        # (B, T, C)
+        if self.pool == "cls":
+            return self.head(h[:, 0])                                                 # (B, C) -> (B, n_out)
+        pos = torch.arange(ids.shape[1], device=ids.device)[None, :]                  # (1, T)
+        words = pad_mask & (pos > 0) & (ids != self.sep_id)                           # not [CLS], [SEP], padding
+        if not self.pair:
+            return self.head(mean_of(h, words))
+        first_sep = torch.where(ids == self.sep_id, pos, ids.shape[1]).min(1, keepdim=True).values   # (B, 1)
+        u, v = mean_of(h, words & (pos < first_sep)), mean_of(h, words & (pos > first_sep))
+        return self.head(torch.cat([u, v, (u - v).abs(), u * v], dim=-1))             # (B, 4C) -> (B, n_out)
 
 
-def lr_at(step, total, peak, warmup=WARMUP):
+def lr_at(step, total, peak, warmup=PAPER["warmup"]):
     """Linear warm-up over the first warmup fraction of the steps, then cosine decay to 0 at the last step."""
     n_warm = max(1, round(warmup * total))
     if step < n_warm:
@@ -234,7 +257,7 @@ def compute_metrics(task, preds, labels):
     return {k: 100 * float(v) for k, v in out.items()}
 
 
-def run_task(task, train, devs, weights, cfg, tok, args, device, outputs):
+def run_task(task, train, devs, weights, cfg, tok, args, device, outputs, random_init=False):
     """Fine-tune args.seeds times; returns ({eval set: results}, info) and puts the median seed's predictions in
     outputs (file name -> text)."""
     t0 = time.time()
@@ -245,9 +268,10 @@ def run_task(task, train, devs, weights, cfg, tok, args, device, outputs):
     for seed in range(args.seeds):
         torch.manual_seed(seed)
         encoder = CrammedBERT(cfg, *args.vocab_seq)
-        if not args.random_init:  # --random_init keeps this fresh N(0, 0.02) encoder: the no-pretraining baseline
+        if not random_init:  # a random init keeps this fresh N(0, 0.02) encoder: the no-pretraining baseline
             encoder.load_state_dict(weights)
-        model = GlueModel(encoder, cfg.n_embd, len(TASKS[task][3] or [0]), args.head_hidden, args.dropout).to(device)
+        model = GlueModel(encoder, cfg.n_embd, len(TASKS[task][3] or [0]), args.head_hidden, args.dropout,
+                          args.pool, tok.special["sep"], train.b is not None).to(device)
         t1 = time.time()
         info["final_loss"].append(finetune(model, train_ids, train.labels, args, seed, device, f"{task} {seed}"))
         info["train_s"].append(time.time() - t1)
@@ -262,8 +286,8 @@ def run_task(task, train, devs, weights, cfg, tok, args, device, outputs):
         results[name] = {"main": main, "median": median, "per_seed": runs, "predictions_seed": pick}
         rows = enumerate(zip(preds[name][pick].tolist(), dev.labels.tolist()))
         tsv = "index\tprediction\tlabel\n" + "".join(f"{i}\t{p}\t{y}\n" for i, (p, y) in rows)
-        outputs[f"predictions/{name}.tsv"] = tsv
-        print(f"{name}: " + ", ".join(f"{k} {v:.2f}" for k, v in median.items()) +
+        outputs[f"predictions/{name}{'.random_init' * random_init}.tsv"] = tsv
+        print(f"{name}{' (random init)' * random_init}: " + ", ".join(f"{k} {v:.2f}" for k, v in median.items()) +
               f" (median of {args.seeds} seeds; {len(train_ids)} train rows, {sum(info['train_s']):.0f} s training)")
     return results, info
 
@@ -276,13 +300,18 @@ def average(table):
     return sum(table.values()) / len(table)
 
 
-def markdown(table, model_name, seeds):
-    cols = list(table)
-    lines = [f"| model | {' | '.join(' '.join(COLUMNS[c]) for c in cols)} | avg |", "|---|" + "---:|" * (len(cols) + 1),
-             f"| {model_name} | {' | '.join(f'{table[c]:.1f}' for c in cols)} | {average(table):.1f} |", "",
-             f"GLUE dev sets, median of {seeds} fine-tuning seed(s) per task; avg is the plain mean " +
-             ("of all 9 numbers, as in the paper." if len(cols) == len(COLUMNS) else f"over the {len(cols)} numbers "
-              "of the tasks run: a subset, not comparable with the paper's 9-number average.")]
+def markdown(tables, seeds, recipe):
+    """The table: a row per model ({name: {eval set: main metric}}), and their difference when there are two."""
+    rows, cols = dict(tables), list(next(iter(tables.values())))
+    if len(rows) == 2:
+        (_, a), (_, b) = rows.items()
+        rows["difference"] = {c: a[c] - b[c] for c in cols}
+    lines = [f"| model | {' | '.join(' '.join(COLUMNS[c]) for c in cols)} | avg |", "|---|" + "---:|" * (len(cols) + 1)]
+    lines += [f"| {name} | {' | '.join(f'{t[c]:+.1f}' if name == 'difference' else f'{t[c]:.1f}' for c in cols)} | "
+              f"{average(t):{'+' if name == 'difference' else ''}.1f} |" for name, t in rows.items()]
+    lines += ["", f"GLUE dev sets, median of {seeds} fine-tuning seed(s) per task, the {recipe} recipe; avg is the plain "
+              "mean " + ("of all 9 numbers, as in the paper." if len(cols) == len(COLUMNS) else f"over the {len(cols)} "
+                         "numbers of the tasks run: a subset, not comparable with the paper's 9-number average.")]
     return "\n".join(lines) + "\n"
 
 
@@ -294,12 +323,28 @@ def parse_args(argv=None):
     p.add_argument("--glue_dir", help="folder with the GLUE TSVs (<DIR>/RTE/train.tsv ...); default: the hub")
     p.add_argument("--tokenizer_dir", help="folder with meta.json + tokenizer.json; default: the checkpoint's")
     p.add_argument("--out", help="where glue.md, glue.json and predictions/ go; default: the checkpoint's folder")
-    p.add_argument("--max_train", type=int, default=0, help="use only the first N train rows per task (0: all)")
     p.add_argument("--random_init", action="store_true", help="re-initialise the encoder: no-pretraining baseline")
+    p.add_argument("--vs_random", action="store_true", help="also fine-tune the same network from random weights "
+                   "with the same recipe: the table shows both and their difference")
     p.add_argument("--device", default="auto", help="auto, cuda, cpu or mps")
-    for name in HPARAMS:
-        p.add_argument(f"--{name}", type=type(globals()[name.upper()]), default=globals()[name.upper()])
+    for name, value in PAPER.items():  # None: take the checkpoint's recipe
+        p.add_argument(f"--{name}", type=type(value), default=None,
+                       help=f"default: the checkpoint's recipe (paper: {value}; RECIPES)")
     return p.parse_args(argv)
+
+
+def check_args(args):
+    """One-line errors for flag values that would crash or quietly mean something else (None: the recipe's)."""
+    v = {k: getattr(args, k) for k in PAPER if getattr(args, k) is not None}
+    rules = [(("seeds", "epochs", "batch_size", "eval_batch_size", "head_hidden"), lambda x: x >= 1, ">= 1"),
+             (("max_train", "adam_eps", "weight_decay"), lambda x: x >= 0, ">= 0"),
+             (("lr",), lambda x: 0 < x < math.inf, "> 0 and finite"),
+             (("beta1", "beta2", "dropout"), lambda x: 0 <= x < 1, "in [0, 1)"),
+             (("warmup",), lambda x: 0 <= x <= 1, "in [0, 1]"), (("pool",), lambda x: x in ("cls", "mean"), "cls or mean")]
+    for names, ok, what in rules:
+        for name in names:
+            if name in v and not ok(v[name]):
+                raise CramError(f"--{name} must be {what} (got {v[name]})")
 
 
 def run(args):
@@ -308,15 +353,13 @@ def run(args):
     for t in tasks:
         if t not in TASKS:
             raise CramError(f"unknown task {t!r}: choose from {','.join(TASKS)} (wnli is left out, as in the paper)")
-    if min(args.seeds, args.epochs, args.batch_size, args.eval_batch_size, args.head_hidden) < 1 or args.max_train < 0:
-        raise CramError("--seeds, --epochs, --batch_size, --eval_batch_size and --head_hidden must be >= 1, "
-                        "--max_train >= 0")
-    if not (0 < args.lr < math.inf and 0 <= args.beta1 < 1 and 0 <= args.beta2 < 1 and args.adam_eps >= 0 and
-            args.weight_decay >= 0 and 0 <= args.warmup <= 1 and 0 <= args.dropout < 1):
-        raise CramError("--lr must be > 0 and finite, --beta1 and --beta2 in [0, 1), --adam_eps and --weight_decay "
-                        ">= 0, --warmup in [0, 1], --dropout in [0, 1)")
+    check_args(args)
     device = pick_device(args.device)
-    pretrained, cfg, _ = load_model(args.ckpt, "cpu", dropout=args.dropout)
+    pretrained, cfg, _ = load_model(args.ckpt, "cpu")
+    args.recipe = cfg.preset if cfg.preset in RECIPES else "paper"
+    for name, value in RECIPES[args.recipe].items():  # a flag wins over the recipe
+        if getattr(args, name) is None:
+            setattr(args, name, value)
     vocab, seq_len = pretrained.embed.tok.weight.shape[0], pretrained.embed.pos_table.shape[0]
     tok_dir = args.tokenizer_dir or os.path.dirname(os.path.abspath(args.ckpt))
     if not os.path.isfile(os.path.join(tok_dir, "meta.json")):
@@ -329,28 +372,35 @@ def run(args):
     if not 3 <= args.max_len <= seq_len:
         raise CramError(f"--max_len {args.max_len} must be between 3 and the model's {seq_len} positions")
     args.vocab_seq, args.pad_id = (vocab, seq_len), tok.special["pad"]
+    cfg.dropout = args.dropout
     out_dir = Path(args.out or os.path.dirname(os.path.abspath(args.ckpt)))
     (out_dir / "predictions").mkdir(parents=True, exist_ok=True)
     info = run_info(device)
     print(f"settings: {json.dumps(vars(args))}\nrun: {json.dumps(info)}")
 
     data = {task: load_task(task, args) for task in tasks}  # every file read before any training: a bad one costs none
-    results, times, outputs = {}, {}, {}
+    inits = [False, True] if args.vs_random else [args.random_init]  # random init: the no-pretraining baseline
+    results, times, outputs = {init: {} for init in inits}, {}, {}
     for task in tasks:
-        task_results, times[task] = run_task(task, *data.pop(task), pretrained.state_dict(), cfg, tok, args, device,
-                                             outputs)
-        results.update(task_results)
-    table = {n: results[n]["median"][COLUMNS[n][1]] for n in COLUMNS if n in results}  # in the paper's column order
-    md = markdown(table, args.ckpt + (" (random init)" if args.random_init else ""), args.seeds)
-    total_s = time.time() - t_start
+        for init in inits:
+            task_results, times[task + " (random init)" * init] = run_task(
+                task, *data[task], pretrained.state_dict(), cfg, tok, args, device, outputs, init)
+            results[init].update(task_results)
+        del data[task]
+    tables = {init: {n: results[init][n]["median"][COLUMNS[n][1]] for n in COLUMNS if n in results[init]}
+              for init in inits}  # in the paper's column order
+    md = markdown({args.ckpt + " (random init)" * init: tables[init] for init in inits}, args.seeds, args.recipe)
+    first, total_s = inits[0], time.time() - t_start
     outputs["glue.md"], outputs["glue.json"] = md, json.dumps({
-        "checkpoint": os.path.abspath(args.ckpt), "random_init": args.random_init, "settings": vars(args),
-        "run": info, "table": table, "average": average(table), "average_over": list(table), "results": results,
-        "tasks": times, "total_s": total_s}, indent=1)
-    for name, text in outputs.items():  # only now, all at once, glue.json last: a failed run leaves the earlier ones
-        write_atomic(out_dir / name, text)
+        "checkpoint": os.path.abspath(args.ckpt), "random_init": first, "recipe": args.recipe, "settings": vars(args),
+        "run": info, "table": tables[first], "average": average(tables[first]), "average_over": list(tables[first]),
+        "results": results[first], "tasks": times, "total_s": total_s,
+        **({"random_init_table": tables[True], "random_init_results": results[True]} if args.vs_random else {})},
+        indent=1)
+    for name_, text in outputs.items():  # only now, all at once, glue.json last: a failed run leaves the earlier ones
+        write_atomic(out_dir / name_, text)
     print("\n" + md + f"\nwrote {out_dir}/glue.md, glue.json and predictions/; total wall time {total_s / 60:.1f} min")
-    return table
+    return tables[first]
 
 
 def write_atomic(path, text):
