@@ -380,10 +380,10 @@ def run(args):
 
     data = {task: load_task(task, args) for task in tasks}  # every file read before any training: a bad one costs none
     inits = [False, True] if args.vs_random else [args.random_init]  # random init: the no-pretraining baseline
-    results, times, outputs = {init: {} for init in inits}, {}, {}
+    results, times, outputs = {init: {} for init in inits}, {init: {} for init in inits}, {}
     for task in tasks:
         for init in inits:
-            task_results, times[task + " (random init)" * init] = run_task(
+            task_results, times[init][task] = run_task(
                 task, *data[task], pretrained.state_dict(), cfg, tok, args, device, outputs, init)
             results[init].update(task_results)
         del data[task]
@@ -394,8 +394,9 @@ def run(args):
     outputs["glue.md"], outputs["glue.json"] = md, json.dumps({
         "checkpoint": os.path.abspath(args.ckpt), "random_init": first, "recipe": args.recipe, "settings": vars(args),
         "run": info, "table": tables[first], "average": average(tables[first]), "average_over": list(tables[first]),
-        "results": results[first], "tasks": times, "total_s": total_s,
-        **({"random_init_table": tables[True], "random_init_results": results[True]} if args.vs_random else {})},
+        "results": results[first], "tasks": times[first], "total_s": total_s,
+        **({"random_init_table": tables[True], "random_init_results": results[True], "random_init_tasks": times[True]}
+           if args.vs_random else {})},
         indent=1)
     for name_, text in outputs.items():  # only now, all at once, glue.json last: a failed run leaves the earlier ones
         write_atomic(out_dir / name_, text)

@@ -247,7 +247,8 @@ def test_lr_warms_up_linearly_for_10_percent_then_decays_by_cosine_to_zero():
 
 def test_head_is_fresh_and_reads_the_cls_token():
     torch.manual_seed(0)
-    model = fg.GlueModel(CrammedBERT(Config(n_layer=1, n_embd=32, n_head=2, ffn_hidden=64), 50, 128), 32, 3)
+    encoder = CrammedBERT(Config(n_layer=1, n_embd=32, n_head=2, ffn_hidden=64), 50, 128)
+    model = fg.GlueModel(encoder, 32, 3, hidden=1024, dropout=0.1, pool="cls", sep_id=3, pair=False)
     first, last = model.head[0], model.head[3]
     assert (first.in_features, first.out_features, last.out_features) == (32, 1024, 3)
     assert first.bias.abs().sum() == 0 and abs(first.weight.std().item() - 0.02) < 0.002
@@ -276,9 +277,9 @@ def test_metrics_equal_hand_computed_values():
 def test_average_is_the_plain_mean_of_the_nine_numbers():
     table = dict(zip(fg.COLUMNS, [40.0, 90.0, 85.0, 80.0, 85.0, 80.0, 81.0, 88.0, 55.0]))
     assert fg.average(table) == pytest.approx(684 / 9)
-    md = fg.markdown(table, "ckpt.pt", 5)
+    md = fg.markdown({"ckpt.pt": table}, 5, "paper")
     assert "| 76.0 |" in md and "all 9 numbers" in md and "MNLI-mm acc" in md
-    assert "subset" in fg.markdown({"rte": 55.0, "cola": 40.0}, "ckpt.pt", 5)
+    assert "subset" in fg.markdown({"ckpt.pt": {"rte": 55.0, "cola": 40.0}}, 5, "paper")
 
 
 # ---------------------------------------------------------------------------------------------- bad input
