@@ -82,6 +82,15 @@ def ckpt(tmp_path_factory):
     return folder / "ckpt.pt"
 
 
+def with_preset(ckpt, preset, folder):
+    """A copy of the checkpoint folder whose config names another preset (the model stays 1 x 32)."""
+    shutil.copytree(ckpt.parent, folder)
+    state = torch.load(folder / "ckpt.pt", weights_only=False)
+    state["config"]["preset"] = preset
+    torch.save(state, folder / "ckpt.pt")
+    return folder / "ckpt.pt"
+
+
 @pytest.fixture(scope="module")
 def glue(tmp_path_factory):
     folder = tmp_path_factory.mktemp("glue")
@@ -120,6 +129,49 @@ def test_random_init_keeps_the_architecture_but_not_the_weights(ckpt, glue, tmp_
     assert (a["random_init"], b["random_init"]) == (False, True)
     assert a["tasks"]["rte"]["final_loss"] != b["tasks"]["rte"]["final_loss"]  # same seed, other encoder weights
     assert "(random init)" in (tmp_path / "b" / "glue.md").read_text()
+
+
+@pytest.mark.parametrize("preset", ["paper", "tiny"])
+def test_the_recipe_comes_from_the_checkpoint_s_preset(preset, ckpt, glue, tmp_path):
+    path = with_preset(ckpt, preset, tmp_path / "ckpt")
+    fg.main([str(path), "--glue_dir", str(glue), "--tasks", "rte", "--device", "cpu", "--out", str(tmp_path)])
+    report = json.loads((tmp_path / "glue.json").read_text())
+    assert report["recipe"] == preset
+    assert {k: report["settings"][k] for k in fg.PAPER} == fg.RECIPES[preset]
+
+
+def test_a_flag_wins_over_the_checkpoint_s_recipe(ckpt, glue, tmp_path):
+    path = with_preset(ckpt, "tiny", tmp_path / "ckpt")
+    fg.main([str(path), "--glue_dir", str(glue), "--tasks", "rte", "--device", "cpu", "--out", str(tmp_path),
+             "--lr", "5e-4", "--pool", "cls", "--seeds", "1"])
+    report = json.loads((tmp_path / "glue.json").read_text())
+    assert report["recipe"] == "tiny"
+    assert {k: report["settings"][k] for k in fg.PAPER} == {**fg.TINY, "lr": 5e-4, "pool": "cls", "seeds": 1}
+
+
+def test_the_paper_recipe_is_the_paper_s_glue_sane_set():
+    assert fg.RECIPES["paper"] == dict(lr=4e-5, beta1=0.9, beta2=0.98, adam_eps=1e-6, weight_decay=0.0, batch_size=16,
+                                       epochs=5, warmup=0.1, dropout=0.1, head_hidden=1024, pool="cls", max_len=128,
+                                       max_train=0, seeds=5, eval_batch_size=128)
+
+
+def test_vs_random_reports_pretrained_random_init_and_their_difference(ckpt, glue, tmp_path):
+    fg.main([str(ckpt), "--glue_dir", str(glue), "--tasks", "rte,stsb", "--epochs", "1", "--seeds", "1",
+             "--device", "cpu", "--out", str(tmp_path), "--vs_random"])
+    report = json.loads((tmp_path / "glue.json").read_text())
+    pre, rnd = report["table"], report["random_init_table"]
+    assert report["random_init"] is False and list(pre) == list(rnd) == ["stsb", "rte"]
+    assert set(report["random_init_results"]) == set(report["random_init_tasks"]) == {"rte", "stsb"}
+    cells = [line.strip("|").split("|") for line in (tmp_path / "glue.md").read_text().splitlines()
+             if line.startswith("| ") and not line.startswith("| model")]
+    rows = {c[0].strip(): [float(x) for x in c[1:]] for c in cells}
+    assert list(rows) == [str(ckpt), f"{ckpt} (random init)", "difference"]
+    for name, table in [(str(ckpt), pre), (f"{ckpt} (random init)", rnd)]:
+        assert rows[name] == pytest.approx([*table.values(), fg.average(table)], abs=0.05)
+    difference = [pre[n] - rnd[n] for n in pre] + [fg.average(pre) - fg.average(rnd)]
+    assert rows["difference"] == pytest.approx(difference, abs=0.05) and any(abs(d) >= 0.1 for d in difference)
+    for name in ("rte", "stsb", "rte.random_init", "stsb.random_init"):
+        assert len((tmp_path / "predictions" / f"{name}.tsv").read_text().splitlines()) == 1 + 6
 
 
 def test_a_failed_or_interrupted_run_keeps_the_earlier_table_and_predictions(ckpt, glue, tmp_path, monkeypatch):
@@ -258,6 +310,46 @@ def test_head_is_fresh_and_reads_the_cls_token():
     assert out.shape == (2, 3) and not torch.equal(out[0], out[1])
 
 
+def mean_pool_model(pair):
+    torch.manual_seed(0)
+    encoder = CrammedBERT(Config(n_layer=1, n_embd=32, n_head=2, ffn_hidden=64), 50, 128)
+    return fg.GlueModel(encoder, 32, 2, hidden=16, dropout=0.1, pool="mean", sep_id=3, pair=pair).eval()
+
+
+def head_input(model, ids):
+    """What the head reads for ids (B, T), unpadded, and the encoder's states (B, T, C)."""
+    seen = []
+    hook = model.head.register_forward_hook(lambda module, args, out: seen.append(args[0]))
+    mask = torch.ones_like(ids, dtype=torch.bool)
+    model(ids, mask)
+    hook.remove()
+    return seen[0], model.encoder.encode(ids, mask)
+
+
+def test_mean_pool_compares_a_pair_s_word_means_as_in_sentence_bert():
+    model = mean_pool_model(pair=True)
+    assert model.head[0].in_features == 4 * 32
+    features, h = head_input(model, torch.tensor([[2, 7, 8, 3, 9, 10, 11, 3]]))  # [CLS] A A [SEP] B B B [SEP]
+    u, v = h[0, 1:3].mean(0), h[0, 4:7].mean(0)  # A's words, B's words: no [CLS], no [SEP]
+    assert torch.allclose(features[0], torch.cat([u, v, (u - v).abs(), u * v]), atol=1e-6)
+
+
+def test_mean_pool_reads_a_single_sentence_s_word_mean():
+    model = mean_pool_model(pair=False)
+    assert model.head[0].in_features == 32
+    features, h = head_input(model, torch.tensor([[2, 7, 8, 9, 3]]))  # [CLS] w w w [SEP]
+    assert torch.allclose(features[0], h[0, 1:4].mean(0), atol=1e-6)
+
+
+@pytest.mark.parametrize("pair", [False, True])
+def test_padding_does_not_change_a_mean_pooled_prediction(pair):
+    model, cpu = mean_pool_model(pair), torch.device("cpu")
+    rows = [[2, 7, 8, 3, 9, 3], [2, 7, 8, 9, 10, 11, 12, 3, 13, 14, 3]]  # the first is padded with 5 [PAD]s
+    padded = model(*fg.collate(rows, pad_id=0, device=cpu))
+    alone = model(*fg.collate(rows[:1], pad_id=0, device=cpu))
+    assert torch.allclose(padded[0], alone[0], atol=1e-5)
+
+
 # ---------------------------------------------------------------------------------------------- metrics
 
 def test_metrics_equal_hand_computed_values():
@@ -363,7 +455,8 @@ def test_unreachable_hub_suggests_glue_dir(bad_runs):
 
 
 @pytest.mark.parametrize("flags", [["--lr", "-1"], ["--lr", "nan"], ["--beta1", "1"], ["--warmup", "1.5"],
-                                   ["--dropout", "1"], ["--head_hidden", "0"], ["--seeds", "0"], ["--max_train", "-1"]])
+                                   ["--dropout", "1"], ["--head_hidden", "0"], ["--seeds", "0"], ["--max_train", "-1"],
+                                   ["--pool", "max"]])
 def test_bad_hyper_parameters_are_refused_before_any_work(flags, tmp_path):
     with pytest.raises(fg.CramError, match=re.escape(flags[0])):
         fg.run(fg.parse_args([str(tmp_path / "never_read.pt"), *flags]))
