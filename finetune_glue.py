@@ -2,12 +2,12 @@
 
     python finetune_glue.py out/ckpt.pt                                   # all 8 tasks from the Hugging Face hub
     python finetune_glue.py out/ckpt.pt --glue_dir ../shared/data/glue --tasks cola,sst2,mrpc,stsb,rte
-    python finetune_glue.py out/ckpt.pt --random_init                     # the "no pretraining" baseline
+    python finetune_glue.py out/ckpt.pt --vs_random                       # and from random weights, side by side
 
-One recipe for all tasks (the constants below): [CLS] A [SEP] B [SEP], a fresh head on [CLS], cross-entropy (STS-B:
-MSE), AdamW, warm-up then cosine decay, bf16 on CUDA; dev metrics after the last epoch, median over seeds. Outputs in
---out (default: the checkpoint's folder): glue.md (the table), glue.json (every number, per seed, settings, wall
-times), predictions/<set>.tsv (index, prediction, label; the median seed's).
+One recipe for all tasks, named by the checkpoint's preset (PAPER, TINY below; flags win): [CLS] A [SEP] B [SEP], a
+fresh head, cross-entropy (STS-B: MSE), AdamW, warm-up then cosine decay, bf16 on CUDA; dev metrics after the last
+epoch, median over seeds. Outputs in --out (default: the checkpoint's folder): glue.md (the table), glue.json (every
+number, per seed, settings, wall times), predictions/<set>[.random_init].tsv (index, prediction, label; median seed's).
 """
 import argparse
 import json
@@ -28,38 +28,37 @@ from tqdm import tqdm
 from cram import CramError, CrammedBERT, load_model, pick_device, run_info
 from prepare import load_tokenizer
 
-# The fine-tuning recipe comes from the checkpoint's preset (its config names it); every value is also a flag, which
-# wins. The paper's "GLUE-sane" set, one for every task:
-PAPER = dict(lr=4e-5, beta1=0.9, beta2=0.98, adam_eps=1e-6, weight_decay=0.0,  # AdamW
-             batch_size=16, epochs=5,
+# Recipes, named by the checkpoint's preset; every value is also a flag, which wins. The paper's "GLUE-sane" set:
+PAPER = dict(lr=4e-5, beta1=0.9, beta2=0.98, adam_eps=1e-6, weight_decay=0.0, batch_size=16, epochs=5,  # AdamW
              warmup=0.1,          # fraction of each task's steps with a linear lr warm-up; cosine decay to 0 after it
-             dropout=0.1,         # encoder and head
-             head_hidden=1024,    # width of the head's hidden layer
+             dropout=0.1, head_hidden=1024,  # dropout in the encoder and head; width of the head's hidden layer
              pool="cls",          # what the head reads: "cls" (the first token, the paper) or "mean" (GlueModel)
              max_len=128,         # tokens per example, specials included; pairs are truncated longest-first
-             max_train=0,         # use only the first N train rows per task (0: all)
-             seeds=5,             # fine-tuning runs per task; the median of each metric is reported
+             max_train=0, seeds=5,  # the first N train rows per task (0: all); runs per task, the median reported
              eval_batch_size=128)  # no gradients at evaluation, so larger batches fit
 # The CPU presets' recipe, measured on STS-B, MRPC, RTE, CoLA, SST-2 (docs/notes.md, 2026-11-23): a small encoder
 # needs a 25x hotter lr, and the mean of each sentence's words instead of [CLS] (which pretraining never trained).
 TINY = {**PAPER, "lr": 1e-3, "batch_size": 32, "pool": "mean", "seeds": 3, "max_train": 8000}
 RECIPES = {"paper": PAPER, "tiny": TINY}
+# what a flag's value must be (one-line errors, not a crash or a quietly different run): (flags, test, in words)
+RULES = [("seeds epochs batch_size eval_batch_size head_hidden", lambda x: x >= 1, ">= 1"),
+         ("max_train adam_eps weight_decay", lambda x: x >= 0, ">= 0"), ("warmup", lambda x: 0 <= x <= 1, "in [0, 1]"),
+         ("lr", lambda x: 0 < x < math.inf, "> 0 and finite"), ("pool", lambda x: x in ("cls", "mean"), "cls or mean"),
+         ("beta1 beta2 dropout", lambda x: 0 <= x < 1, "in [0, 1)")]
 
 HUB_NAME, HUB_URL = "nyu-mll/glue", "https://huggingface.co"
 BINARY, NLI2 = {"0": 0, "1": 1}, {"entailment": 0, "not_entailment": 1}  # TSV label text -> the hub's label id
 NLI3 = {"entailment": 0, "neutral": 1, "contradiction": 2}
 # task: (TSV folder, TSV columns (a, b, label): header names, or indices for headerless CoLA, hub columns (a, b),
 #        label ids (None: STS-B's float scores, a regression))
-TASKS = {
-    "cola": ("CoLA", (3, None, 1), ("sentence", None), BINARY),
-    "sst2": ("SST-2", ("sentence", None, "label"), ("sentence", None), BINARY),
-    "mrpc": ("MRPC", ("#1 String", "#2 String", "Quality"), ("sentence1", "sentence2"), BINARY),
-    "stsb": ("STS-B", ("sentence1", "sentence2", "score"), ("sentence1", "sentence2"), None),
-    "qqp": ("QQP", ("question1", "question2", "is_duplicate"), ("question1", "question2"), BINARY),
-    "mnli": ("MNLI", ("sentence1", "sentence2", "gold_label"), ("premise", "hypothesis"), NLI3),
-    "qnli": ("QNLI", ("question", "sentence", "label"), ("question", "sentence"), NLI2),
-    "rte": ("RTE", ("sentence1", "sentence2", "label"), ("sentence1", "sentence2"), NLI2),
-}
+TASKS = {"cola": ("CoLA", (3, None, 1), ("sentence", None), BINARY),
+         "sst2": ("SST-2", ("sentence", None, "label"), ("sentence", None), BINARY),
+         "mrpc": ("MRPC", ("#1 String", "#2 String", "Quality"), ("sentence1", "sentence2"), BINARY),
+         "stsb": ("STS-B", ("sentence1", "sentence2", "score"), ("sentence1", "sentence2"), None),
+         "qqp": ("QQP", ("question1", "question2", "is_duplicate"), ("question1", "question2"), BINARY),
+         "mnli": ("MNLI", ("sentence1", "sentence2", "gold_label"), ("premise", "hypothesis"), NLI3),
+         "qnli": ("QNLI", ("question", "sentence", "label"), ("question", "sentence"), NLI2),
+         "rte": ("RTE", ("sentence1", "sentence2", "label"), ("sentence1", "sentence2"), NLI2)}
 # the paper's table, in its column order: evaluation set -> (title, main metric)
 COLUMNS = {"cola": ("CoLA", "mcc"), "sst2": ("SST-2", "acc"), "mrpc": ("MRPC", "f1"), "stsb": ("STS-B", "pearson"),
            "qqp": ("QQP", "f1"), "mnli_m": ("MNLI-m", "acc"), "mnli_mm": ("MNLI-mm", "acc"), "qnli": ("QNLI", "acc"),
@@ -92,13 +91,12 @@ def read_tsv(path, cols, labels, limit=0):
                 raise ValueError(f"{len(fields)} fields, expected {len(header)}")
             if "\ufffd" in "".join(fields):  # what errors="replace" made of bytes that are not UTF-8
                 raise ValueError("not UTF-8 text")
-            label = labels[fields[i_y]] if labels else float(fields[i_y])
+            rows.append((fields[i_a], None if i_b is None else fields[i_b],
+                         labels[fields[i_y]] if labels else float(fields[i_y])))
+            if len(rows) == limit:
+                break
         except (KeyError, ValueError) as e:  # KeyError: a label this task does not have
             bad.append(f"line {n}: {e}" if isinstance(e, ValueError) else f"line {n}: unknown label {e}")
-            continue
-        rows.append((fields[i_a], None if i_b is None else fields[i_b], label))
-        if len(rows) == limit:
-            break
     if bad:  # the real QQP has a few broken lines: skip them, but say so
         print(f"warning: {path}: skipped {len(bad)} malformed rows ({'; '.join(bad[:3])}{'; ...' * (len(bad) > 3)})",
               file=sys.stderr)
@@ -122,14 +120,12 @@ def read_hub(task, split, limit=0):
         raise CramError(f"cannot load {HUB_NAME} {task} {split} from the hub ({type(e).__name__}): pass --glue_dir "
                         "DIR with the GLUE TSVs") from None
     ds = (ds.select(range(min(limit, len(ds)))) if limit else ds).filter(lambda y: y != -1, input_columns="label")
-    col_a, col_b = TASKS[task][2]
-    return Split(ds[col_a], ds[col_b] if col_b else None, np.array(ds["label"]))
+    return Split(*(ds[col] if col else None for col in TASKS[task][2]), np.array(ds["label"]))
 
 
 def load_task(task, args):
-    """(train Split, {evaluation set name: Split}) from --glue_dir when given, else from the hub."""
+    """(train Split, {eval set: Split}) from --glue_dir (train.tsv, dev<suffix>.tsv), else the hub's splits."""
     folder, cols, _, labels = TASKS[task]
-    # evaluation set -> its file dev<suffix>.tsv, hub split validation<suffix>
     devs = {n: DEV_SUFFIX.get(n, "") for n in COLUMNS if n.split("_")[0] == task}
     if args.glue_dir:
         path = lambda name: os.path.join(args.glue_dir, folder, name)  # noqa: E731
@@ -140,16 +136,13 @@ def load_task(task, args):
 
 def truncate_pair(a, b, budget):
     """Longest-first: cut the end of the longer of a and b until both fit in budget tokens together."""
-    if len(a) + len(b) <= budget:
-        return a, b
     short = min(len(a), len(b), budget // 2)
     return (a[:short], b[:budget - short]) if len(a) <= len(b) else (a[:budget - short], b[:short])
 
 
 def encode(tok, split, max_len):
     """Token ids [CLS] A [SEP] (B [SEP]) per example, at most max_len long, unpadded."""
-    cls, sep = tok.special["cls"], tok.special["sep"]
-    ids_a = tok.encode_batch(split.a)
+    cls, sep, ids_a = tok.special["cls"], tok.special["sep"], tok.encode_batch(split.a)
     if split.b is None:
         return [[cls] + a[:max_len - 2] + [sep] for a in ids_a]
     pairs = (truncate_pair(a, b, max_len - 3) for a, b in zip(ids_a, tok.encode_batch(split.b)))
@@ -173,9 +166,8 @@ def mean_of(h, mask):
 
 
 class GlueModel(nn.Module):
-    """The encoder and a fresh head. pool "cls": the head reads the first token's state (the paper). pool "mean": it
-    reads the mean state of the sentence's words; for a pair, the means u of A's words and v of B's, compared as in
-    Sentence-BERT (Reimers & Gurevych 2019): [u, v, |u - v|, u * v]."""
+    """The encoder and a fresh head on the first token's state (pool "cls", the paper) or on the mean of the words
+    (pool "mean"); a pair's means u (A) and v (B) as in Sentence-BERT (Reimers & Gurevych 2019): [u, v, |u-v|, u*v]."""
 
     def __init__(self, encoder, n_embd, n_out, hidden, dropout, pool, sep_id, pair):
         super().__init__()
@@ -213,14 +205,12 @@ def finetune(model, ids, labels, args, seed, device, desc):
     batches = [b for _ in range(args.epochs) for b in torch.randperm(len(ids), generator=gen).split(args.batch_size)]
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(args.beta1, args.beta2),
                                   eps=args.adam_eps, weight_decay=args.weight_decay, fused=device.type == "cuda")
-    targets = torch.from_numpy(labels).to(device)
     model.train()
     for step, batch in enumerate(tqdm(batches, desc=desc, unit="step", leave=False, dynamic_ncols=True)):
-        for group in optimizer.param_groups:
-            group["lr"] = lr_at(step, len(batches), args.lr, args.warmup)
+        optimizer.param_groups[0]["lr"] = lr_at(step, len(batches), args.lr, args.warmup)  # one group: all weights
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
             out = model(*collate([ids[i] for i in batch], args.pad_id, device)).float()     # (B, n_out)
-        y = targets[batch.to(device)]
+        y = torch.from_numpy(labels[batch.numpy()]).to(device)
         loss = F.mse_loss(out[:, 0], y.float()) if out.shape[1] == 1 else F.cross_entropy(out, y)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -246,8 +236,7 @@ def compute_metrics(task, preds, labels):
     from scipy.stats import pearsonr, spearmanr  # imported here: they add 2 s to every start, even a failing one
     from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
     if task == "stsb":  # a correlation is undefined for constant predictions: count it as none
-        flat = np.ptp(preds) == 0 or np.ptp(labels) == 0
-        return {name: 0.0 if flat else 100 * float(corr(preds, labels)[0])
+        return {name: 0.0 if np.ptp(preds) == 0 or np.ptp(labels) == 0 else 100 * float(corr(preds, labels)[0])
                 for name, corr in (("pearson", pearsonr), ("spearman", spearmanr))}
     out = {"acc": accuracy_score(labels, preds)}
     if task == "cola":
@@ -257,14 +246,13 @@ def compute_metrics(task, preds, labels):
     return {k: 100 * float(v) for k, v in out.items()}
 
 
-def run_task(task, train, devs, weights, cfg, tok, args, device, outputs, random_init=False):
-    """Fine-tune args.seeds times; returns ({eval set: results}, info) and puts the median seed's predictions in
-    outputs (file name -> text)."""
-    t0 = time.time()
+def run_task(task, train, devs, weights, cfg, tok, args, device, outputs, report):
+    """Fine-tune args.seeds times from weights (None: a random init); metrics and times go to report (its "table",
+    "results", "tasks"), the median seed's predictions to outputs."""
+    t0, preds, random_init = time.time(), [], weights is None  # preds: per seed, {eval set: predictions}
     train_ids, dev_ids = encode(tok, train, args.max_len), {n: encode(tok, d, args.max_len) for n, d in devs.items()}
-    info = {"n_train": len(train_ids), "n_dev": {n: len(d) for n, d in dev_ids.items()}, "data_s": time.time() - t0,
-            "train_s": [], "eval_s": [], "final_loss": []}
-    preds = {n: [] for n in devs}  # eval set -> predictions per seed
+    info = report["tasks"][task] = {"n_train": len(train_ids), "n_dev": {n: len(d) for n, d in dev_ids.items()},
+                                    "data_s": time.time() - t0, "train_s": [], "eval_s": [], "final_loss": []}
     for seed in range(args.seeds):
         torch.manual_seed(seed)
         encoder = CrammedBERT(cfg, *args.vocab_seq)
@@ -275,21 +263,18 @@ def run_task(task, train, devs, weights, cfg, tok, args, device, outputs, random
         t1 = time.time()
         info["final_loss"].append(finetune(model, train_ids, train.labels, args, seed, device, f"{task} {seed}"))
         info["train_s"].append(time.time() - t1)
-        for name, ids in dev_ids.items():
-            preds[name].append(predict(model, ids, args, device))
+        preds.append({name: predict(model, ids, args, device) for name, ids in dev_ids.items()})
         info["eval_s"].append(time.time() - t1 - info["train_s"][-1])
-    results = {}
     for name, dev in devs.items():
-        runs, main = [compute_metrics(task, p, dev.labels) for p in preds[name]], COLUMNS[name][1]
+        runs, main = [compute_metrics(task, p[name], dev.labels) for p in preds], COLUMNS[name][1]
         median = {k: float(np.median([r[k] for r in runs])) for k in runs[0]}
         pick = int(np.argsort([r[main] for r in runs], kind="stable")[(len(runs) - 1) // 2])  # the (lower) median
-        results[name] = {"main": main, "median": median, "per_seed": runs, "predictions_seed": pick}
-        rows = enumerate(zip(preds[name][pick].tolist(), dev.labels.tolist()))
-        tsv = "index\tprediction\tlabel\n" + "".join(f"{i}\t{p}\t{y}\n" for i, (p, y) in rows)
-        outputs[f"predictions/{name}{'.random_init' * random_init}.tsv"] = tsv
+        report["table"][name] = median[main]
+        report["results"][name] = {"main": main, "median": median, "per_seed": runs, "predictions_seed": pick}
+        outputs[f"predictions/{name}{'.random_init' * random_init}.tsv"] = "index\tprediction\tlabel\n" + "".join(
+            f"{i}\t{p}\t{y}\n" for i, (p, y) in enumerate(zip(preds[pick][name].tolist(), dev.labels.tolist())))
         print(f"{name}{' (random init)' * random_init}: " + ", ".join(f"{k} {v:.2f}" for k, v in median.items()) +
               f" (median of {args.seeds} seeds; {len(train_ids)} train rows, {sum(info['train_s']):.0f} s training)")
-    return results, info
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -307,59 +292,40 @@ def markdown(tables, seeds, recipe):
         (_, a), (_, b) = rows.items()
         rows["difference"] = {c: a[c] - b[c] for c in cols}
     lines = [f"| model | {' | '.join(' '.join(COLUMNS[c]) for c in cols)} | avg |", "|---|" + "---:|" * (len(cols) + 1)]
-    lines += [f"| {name} | {' | '.join(f'{t[c]:+.1f}' if name == 'difference' else f'{t[c]:.1f}' for c in cols)} | "
-              f"{average(t):{'+' if name == 'difference' else ''}.1f} |" for name, t in rows.items()]
-    lines += ["", f"GLUE dev sets, median of {seeds} fine-tuning seed(s) per task, the {recipe} recipe; avg is the plain "
-              "mean " + ("of all 9 numbers, as in the paper." if len(cols) == len(COLUMNS) else f"over the {len(cols)} "
-                         "numbers of the tasks run: a subset, not comparable with the paper's 9-number average.")]
-    return "\n".join(lines) + "\n"
+    for name, t in rows.items():
+        fmt = "+.1f" if name == "difference" else ".1f"  # a difference shows its sign
+        lines.append(f"| {name} | {' | '.join(format(t[c], fmt) for c in cols)} | {average(t):{fmt}} |")
+    avg = ("of all 9 numbers, as in the paper." if len(cols) == len(COLUMNS) else f"over the {len(cols)} numbers of "
+           "the tasks run: a subset, not comparable with the paper's 9-number average.")
+    return "\n".join(lines + ["", f"GLUE dev sets, median of {seeds} fine-tuning seed(s) per task, the {recipe} "
+                              f"recipe; avg is the plain mean {avg}"]) + "\n"
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description="Fine-tune a cram.py checkpoint on GLUE (the paper's recipe).",
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(description="Fine-tune a cram.py checkpoint on GLUE (its preset's recipe).")
     p.add_argument("ckpt", help="checkpoint written by cram.py (meta.json and tokenizer.json beside it)")
-    p.add_argument("--tasks", default=",".join(TASKS), help="comma-separated subset of the GLUE tasks")
+    p.add_argument("--tasks", default=",".join(TASKS), help="comma-separated subset of the GLUE tasks (default: all)")
     p.add_argument("--glue_dir", help="folder with the GLUE TSVs (<DIR>/RTE/train.tsv ...); default: the hub")
     p.add_argument("--tokenizer_dir", help="folder with meta.json + tokenizer.json; default: the checkpoint's")
     p.add_argument("--out", help="where glue.md, glue.json and predictions/ go; default: the checkpoint's folder")
     p.add_argument("--random_init", action="store_true", help="re-initialise the encoder: no-pretraining baseline")
-    p.add_argument("--vs_random", action="store_true", help="also fine-tune the same network from random weights "
-                   "with the same recipe: the table shows both and their difference")
-    p.add_argument("--device", default="auto", help="auto, cuda, cpu or mps")
-    for name, value in PAPER.items():  # None: take the checkpoint's recipe
-        p.add_argument(f"--{name}", type=type(value), default=None,
-                       help=f"default: the checkpoint's recipe (paper: {value}; RECIPES)")
+    p.add_argument("--vs_random", action="store_true", help="also from random weights: both rows, their difference")
+    p.add_argument("--device", default="auto", help="auto (the default), cuda, cpu or mps")
+    for name, value in PAPER.items():  # None: the checkpoint's recipe
+        p.add_argument(f"--{name}", type=type(value), help=f"default by preset: paper {value}, tiny {TINY[name]}")
     return p.parse_args(argv)
 
 
-def check_args(args):
-    """One-line errors for flag values that would crash or quietly mean something else (None: the recipe's)."""
-    v = {k: getattr(args, k) for k in PAPER if getattr(args, k) is not None}
-    rules = [(("seeds", "epochs", "batch_size", "eval_batch_size", "head_hidden"), lambda x: x >= 1, ">= 1"),
-             (("max_train", "adam_eps", "weight_decay"), lambda x: x >= 0, ">= 0"),
-             (("lr",), lambda x: 0 < x < math.inf, "> 0 and finite"),
-             (("beta1", "beta2", "dropout"), lambda x: 0 <= x < 1, "in [0, 1)"),
-             (("warmup",), lambda x: 0 <= x <= 1, "in [0, 1]"), (("pool",), lambda x: x in ("cls", "mean"), "cls or mean")]
-    for names, ok, what in rules:
-        for name in names:
-            if name in v and not ok(v[name]):
-                raise CramError(f"--{name} must be {what} (got {v[name]})")
-
-
 def run(args):
-    t_start = time.time()
-    tasks = [t.strip().lower() for t in args.tasks.split(",") if t.strip()]
-    for t in tasks:
-        if t not in TASKS:
-            raise CramError(f"unknown task {t!r}: choose from {','.join(TASKS)} (wnli is left out, as in the paper)")
-    check_args(args)
-    device = pick_device(args.device)
-    pretrained, cfg, _ = load_model(args.ckpt, "cpu")
-    args.recipe = cfg.preset if cfg.preset in RECIPES else "paper"
-    for name, value in RECIPES[args.recipe].items():  # a flag wins over the recipe
-        if getattr(args, name) is None:
-            setattr(args, name, value)
+    t_start, wanted = time.time(), [t.strip().lower() for t in args.tasks.split(",") if t.strip()]
+    if unknown := next((t for t in wanted if t not in TASKS), None):
+        raise CramError(f"unknown task {unknown!r}: choose from {','.join(TASKS)} (wnli is left out, as in the paper)")
+    for name, ok, what in ((n, ok, what) for names, ok, what in RULES for n in names.split()):
+        if (value := getattr(args, name)) is not None and not ok(value):  # a flag given (the recipes' values are good)
+            raise CramError(f"--{name} must be {what} (got {value})")
+    device, (pretrained, cfg, _) = pick_device(args.device), load_model(args.ckpt, "cpu")
+    args.recipe = cfg.preset if cfg.preset in RECIPES else "paper"  # a config written by hand may say "auto"
+    vars(args).update({k: v for k, v in RECIPES[args.recipe].items() if getattr(args, k) is None})  # a flag wins
     vocab, seq_len = pretrained.embed.tok.weight.shape[0], pretrained.embed.pos_table.shape[0]
     tok_dir = args.tokenizer_dir or os.path.dirname(os.path.abspath(args.ckpt))
     if not os.path.isfile(os.path.join(tok_dir, "meta.json")):
@@ -371,43 +337,29 @@ def run(args):
                         f"{vocab}: pass --tokenizer_dir with the data the checkpoint was trained on")
     if not 3 <= args.max_len <= seq_len:
         raise CramError(f"--max_len {args.max_len} must be between 3 and the model's {seq_len} positions")
-    args.vocab_seq, args.pad_id = (vocab, seq_len), tok.special["pad"]
-    cfg.dropout = args.dropout
+    args.vocab_seq, args.pad_id, cfg.dropout = (vocab, seq_len), tok.special["pad"], args.dropout
     out_dir = Path(args.out or os.path.dirname(os.path.abspath(args.ckpt)))
     (out_dir / "predictions").mkdir(parents=True, exist_ok=True)
     info = run_info(device)
     print(f"settings: {json.dumps(vars(args))}\nrun: {json.dumps(info)}")
-
-    data = {task: load_task(task, args) for task in tasks}  # every file read before any training: a bad one costs none
+    data = {t: load_task(t, args) for t in TASKS if t in wanted}  # in the table's order; a bad file costs no training
     inits = [False, True] if args.vs_random else [args.random_init]  # random init: the no-pretraining baseline
-    results, times, outputs = {init: {} for init in inits}, {init: {} for init in inits}, {}
-    for task in tasks:
-        for init in inits:
-            task_results, times[init][task] = run_task(
-                task, *data[task], pretrained.state_dict(), cfg, tok, args, device, outputs, init)
-            results[init].update(task_results)
-        del data[task]
-    tables = {init: {n: results[init][n]["median"][COLUMNS[n][1]] for n in COLUMNS if n in results[init]}
-              for init in inits}  # in the paper's column order
-    md = markdown({args.ckpt + " (random init)" * init: tables[init] for init in inits}, args.seeds, args.recipe)
-    first, total_s = inits[0], time.time() - t_start
+    report, outputs = {init: {"table": {}, "results": {}, "tasks": {}} for init in inits}, {}
+    for task, (train, devs) in data.items():
+        for init in inits:  # the same data, seeds and recipe
+            run_task(task, train, devs, None if init else pretrained.state_dict(), cfg, tok, args, device, outputs,
+                     report[init])
+    md = markdown({args.ckpt + " (random init)" * i: r["table"] for i, r in report.items()}, args.seeds, args.recipe)
+    r, total_s = report[inits[0]], time.time() - t_start  # r: the first row's (pretrained unless --random_init)
     outputs["glue.md"], outputs["glue.json"] = md, json.dumps({
-        "checkpoint": os.path.abspath(args.ckpt), "random_init": first, "recipe": args.recipe, "settings": vars(args),
-        "run": info, "table": tables[first], "average": average(tables[first]), "average_over": list(tables[first]),
-        "results": results[first], "tasks": times[first], "total_s": total_s,
-        **({"random_init_table": tables[True], "random_init_results": results[True], "random_init_tasks": times[True]}
-           if args.vs_random else {})},
-        indent=1)
-    for name_, text in outputs.items():  # only now, all at once, glue.json last: a failed run leaves the earlier ones
-        write_atomic(out_dir / name_, text)
+        "checkpoint": os.path.abspath(args.ckpt), "random_init": inits[0], "recipe": args.recipe, "total_s": total_s,
+        "settings": vars(args), "run": info, **r, "average": average(r["table"]), "average_over": list(r["table"]),
+        **({f"random_init_{k}": v for k, v in report[True].items()} if args.vs_random else {})}, indent=1)
+    for name, text in outputs.items():  # only now, all at once, glue.json last: a failed run leaves the earlier ones
+        (out_dir / f"{name}.tmp").write_text(text)  # then rename: never a half-written table or predictions file
+        os.replace(out_dir / f"{name}.tmp", out_dir / name)
     print("\n" + md + f"\nwrote {out_dir}/glue.md, glue.json and predictions/; total wall time {total_s / 60:.1f} min")
-    return tables[first]
-
-
-def write_atomic(path, text):
-    """Write then rename: an interrupted run never leaves a half-written table or predictions file."""
-    path.with_name(path.name + ".tmp").write_text(text)
-    os.replace(path.with_name(path.name + ".tmp"), path)
+    return r["table"]
 
 
 def main(argv=None):
