@@ -131,6 +131,12 @@ def test_random_init_keeps_the_architecture_but_not_the_weights(ckpt, glue, tmp_
     assert "(random init)" in (tmp_path / "b" / "glue.md").read_text()
 
 
+def test_tasks_run_once_each_in_the_table_s_order(ckpt, glue, tmp_path):
+    table = fg.main([str(ckpt), "--glue_dir", str(glue), "--tasks", "rte,sst2,rte", "--epochs", "1", "--seeds", "1",
+                     "--device", "cpu", "--out", str(tmp_path)])
+    assert list(table) == ["sst2", "rte"]
+
+
 @pytest.mark.parametrize("preset", ["paper", "tiny"])
 def test_the_recipe_comes_from_the_checkpoint_s_preset(preset, ckpt, glue, tmp_path):
     path = with_preset(ckpt, preset, tmp_path / "ckpt")
