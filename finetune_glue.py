@@ -161,8 +161,7 @@ def collate(seqs, pad_id, device):
 
 def mean_of(h, mask):
     """The mean of the states h (B, T, C) where mask (B, T) is True: (B, C); zeros where a row has none."""
-    weights = mask[..., None].to(h.dtype)                                             # (B, T, 1)
-    return (h * weights).sum(1) / weights.sum(1).clamp(min=1)
+    return (h * mask[..., None]).sum(1) / mask.sum(1, keepdim=True).clamp(min=1)       # (B, C) / (B, 1)
 
 
 class GlueModel(nn.Module):
@@ -205,12 +204,13 @@ def finetune(model, ids, labels, args, seed, device, desc):
     batches = [b for _ in range(args.epochs) for b in torch.randperm(len(ids), generator=gen).split(args.batch_size)]
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(args.beta1, args.beta2),
                                   eps=args.adam_eps, weight_decay=args.weight_decay, fused=device.type == "cuda")
+    targets = torch.from_numpy(labels).to(device)  # once: no host-to-device copy per step
     model.train()
     for step, batch in enumerate(tqdm(batches, desc=desc, unit="step", leave=False, dynamic_ncols=True)):
         optimizer.param_groups[0]["lr"] = lr_at(step, len(batches), args.lr, args.warmup)  # one group: all weights
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
             out = model(*collate([ids[i] for i in batch], args.pad_id, device)).float()     # (B, n_out)
-        y = torch.from_numpy(labels[batch.numpy()]).to(device)
+        y = targets[batch.to(device)]
         loss = F.mse_loss(out[:, 0], y.float()) if out.shape[1] == 1 else F.cross_entropy(out, y)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
