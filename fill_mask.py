@@ -33,6 +33,22 @@ def encode_for_mlm(tok, text):
     return ids + [tok.special["sep"]]
 
 
+def checkpoint_tokenizer(ckpt, tokenizer_dir, vocab):
+    """The tokenizer a checkpoint was trained with: prepare.py's output in `tokenizer_dir`, by default the folder
+    the checkpoint is in (cram.py copies meta.json and tokenizer.json there). Checked against the model's vocab."""
+    tok_dir = Path(tokenizer_dir or Path(ckpt).resolve().parent)
+    meta = tok_dir / "meta.json"  # names the tokenizer file (none for gpt2: tiktoken brings its own)
+    tok_file = json.loads(meta.read_text()).get("tokenizer_file") if meta.is_file() else "meta.json"
+    if tok_file and not (tok_dir / tok_file).is_file():
+        raise CramError(f"no tokenizer in {tok_dir} ({tok_file} missing): pass --tokenizer_dir with the "
+                        "prepare.py output the model was trained on")
+    tok = load_tokenizer(tok_dir)
+    if tok.vocab_size != vocab:
+        raise CramError(f"the tokenizer in {tok_dir} has {tok.vocab_size} tokens but {ckpt} was trained "
+                        f"with {vocab}: pass --tokenizer_dir with the data the checkpoint was trained on")
+    return tok
+
+
 def token_str(tok, i):
     return tok.backend.id_to_token(i) if tok.kind == "wordpiece" else repr(tok.decode([i]))
 
@@ -51,16 +67,7 @@ def main(argv=None):
         device = pick_device(args.device)
         model, _, _ = load_model(args.ckpt, device)
         vocab, seq_len = model.embed.tok.weight.shape[0], model.embed.pos_table.shape[0]
-        tok_dir = Path(args.tokenizer_dir or Path(args.ckpt).resolve().parent)
-        meta = tok_dir / "meta.json"  # names the tokenizer file (none for gpt2: tiktoken brings its own)
-        tok_file = json.loads(meta.read_text()).get("tokenizer_file") if meta.is_file() else "meta.json"
-        if tok_file and not (tok_dir / tok_file).is_file():
-            raise CramError(f"no tokenizer in {tok_dir} ({tok_file} missing): pass --tokenizer_dir with the "
-                            "prepare.py output the model was trained on")
-        tok = load_tokenizer(tok_dir)
-        if tok.vocab_size != vocab:
-            raise CramError(f"the tokenizer in {tok_dir} has {tok.vocab_size} tokens but {args.ckpt} was trained "
-                            f"with {vocab}: pass --tokenizer_dir with the data the checkpoint was trained on")
+        tok = checkpoint_tokenizer(args.ckpt, args.tokenizer_dir, vocab)
         rows = [torch.tensor(encode_for_mlm(tok, text), device=device) for text in args.sentences]  # (T,)
         for n, (text, ids) in enumerate(zip(args.sentences, rows), 1):  # check every sentence before any work
             if tok.special["mask"] not in ids:
