@@ -9,7 +9,6 @@ at the [MASK] positions (CrammedBERT.forward), and a softmax over the vocabulary
 WordPiece pieces that continue a word are shown with their "##"; GPT-2 tokens are quoted, leading space included.
 """
 import argparse
-import json
 import re
 import sys
 from pathlib import Path
@@ -17,7 +16,7 @@ from pathlib import Path
 import torch
 
 from cram import CramError, load_model, pick_device
-from prepare import load_tokenizer
+from prepare import load_tokenizer, read_meta
 
 
 def encode_for_mlm(tok, text):
@@ -37,8 +36,9 @@ def checkpoint_tokenizer(ckpt, tokenizer_dir, vocab):
     """The tokenizer a checkpoint was trained with: prepare.py's output in `tokenizer_dir`, by default the folder
     the checkpoint is in (cram.py copies meta.json and tokenizer.json there). Checked against the model's vocab."""
     tok_dir = Path(tokenizer_dir or Path(ckpt).resolve().parent)
-    meta = tok_dir / "meta.json"  # names the tokenizer file (none for gpt2: tiktoken brings its own)
-    tok_file = json.loads(meta.read_text()).get("tokenizer_file") if meta.is_file() else "meta.json"
+    tok_file = "meta.json"  # meta.json names the tokenizer file (none for gpt2: tiktoken brings its own)
+    if (tok_dir / tok_file).is_file():
+        tok_file = read_meta(tok_dir).get("tokenizer_file")  # a damaged meta.json: a one-line error
     if tok_file and not (tok_dir / tok_file).is_file():
         raise CramError(f"no tokenizer in {tok_dir} ({tok_file} missing): pass --tokenizer_dir with the "
                         "prepare.py output the model was trained on")

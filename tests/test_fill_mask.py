@@ -127,6 +127,15 @@ def test_a_checkpoint_without_its_tokenizer_is_a_one_line_error(ckpt, tmp_path):
     assert "(tokenizer.json missing): pass --tokenizer_dir" in error(tmp_path / "ckpt.pt", "a [MASK]")
 
 
+def test_a_damaged_meta_json_beside_the_checkpoint_is_a_one_line_error(ckpt, tmp_path):
+    shutil.copytree(ckpt.parent, tmp_path / "run")
+    (tmp_path / "run" / "meta.json").write_bytes(np.random.default_rng(0).bytes(400))
+    p = subprocess.run([sys.executable, str(ROOT / "fill_mask.py"), str(tmp_path / "run" / "ckpt.pt"), "a [MASK]"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode != 0 and "Traceback" not in p.stderr, p.stderr
+    assert p.stderr.strip().splitlines()[-1].startswith("fill_mask.py: error:") and "meta.json is damaged" in p.stderr
+
+
 def test_a_tokenizer_of_another_vocab_size_is_a_one_line_error(ckpt, tmp_path):
     shutil.copytree(ckpt.parent, tmp_path / "other")
     vocab = json.loads((ckpt.parent / "tokenizer.json").read_text())
