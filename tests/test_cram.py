@@ -1,7 +1,6 @@
 """cram.py as a specification: the architecture, the masking rule, the two schedules, and the training loop."""
 import json
 import math
-import os
 import re
 import shutil
 import signal
@@ -252,7 +251,7 @@ def test_same_seed_gives_the_same_loss_curve_bit_for_bit(tmp_path):
 def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path):
     data = write_data(tmp_path / "data")
     flags = ["--data_dir", str(data), "--max_steps", "12", "--ckpt_every_min", "0", *TINY_FLAGS]
-    straight = run_cram(*flags, "--out_dir", str(tmp_path / "straight"))
+    run_cram(*flags, "--out_dir", str(tmp_path / "straight"))
     proc = subprocess.Popen([sys.executable, str(ROOT / "cram.py"), *flags, "--out_dir", str(tmp_path / "killed")],
                             stdout=subprocess.PIPE, text=True, cwd=ROOT)
     for line in proc.stdout:  # kill -9 in the middle of the run, after a few checkpoints
@@ -331,8 +330,8 @@ def test_bad_inputs_get_one_line_errors(tmp_path):
     (["--budget_hours", "0"], "--budget_hours must be > 0"), (["--compile", "yes"], "--compile must be auto"),
 ])
 def test_config_values_that_would_crash_or_mistrain_are_refused(flags, message):
-    cram.check_config(cram.parse_config(["--preset", "tiny"]))  # the presets themselves pass
-    cram.check_config(cram.parse_config(["--preset", "paper"]))
+    for preset in cram.PRESETS:  # the presets themselves pass
+        cram.check_config(cram.parse_config(["--preset", preset]))
     with pytest.raises(cram.CramError, match=re.escape(message)):
         cram.check_config(cram.parse_config(["--preset", "tiny", *flags]))
 
