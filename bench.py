@@ -4,6 +4,9 @@
     python bench.py --preset paper --micro_batch 32 --rounds 3   # CPU: also the fp32 matmul ceiling, same run
     python bench.py --preset tiny --hf                           # + Hugging Face BertForMaskedLM, same shape
 
+Every candidate runs in the precision train() would pick here (cram.amp_dtype: bf16 from Ampere on, fp16 before
+it, fp32 on a CPU), so a ratio compares code, not precisions; on a GPU each also gets its own peak memory.
+
 Timings on a shared CPU are noisy, so the candidates (ours, the matmul ceiling, transformers' BERT) are run
 interleaved, `--rounds` times, and only ratios taken within one round are reported (their median).
 FLOPs per token follow RECIPE.md: 6 * non-embedding parameters + 12 * L * d * T + 6 * d * V * mask_rate.
@@ -16,6 +19,11 @@ import time
 import torch
 
 import cram
+
+
+def autocast(device):
+    dtype = cram.amp_dtype(device)
+    return torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
 
 
 def timed(fn, warmup, steps, device):
@@ -37,18 +45,20 @@ def ours(cfg, vocab, T, device, compile_, accum):
     model = cram.CrammedBERT(cfg, vocab, T).to(device)
     optimizer = cram.make_optimizer(model, cfg, device)
     step_model = torch.compile(model) if compile_ else model
-    amp_dtype = torch.bfloat16 if device.type == "cuda" else None
+    scaler = torch.amp.GradScaler(device.type, enabled=cram.amp_dtype(device) == torch.float16)
     ids = torch.randint(5, vocab, (cfg.micro_batch, T), device=device)
     gen = torch.Generator(device=device).manual_seed(0)
 
     def step():
         for _ in range(accum):
             inputs, positions, targets = cram.mask_tokens(ids, 4, vocab, cfg.mask_rate, gen)
-            with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
-                loss = cram.mlm_loss(step_model, inputs, positions, targets) / accum
-            loss.backward()
+            with autocast(device):
+                loss = step_model(inputs, positions, targets) / accum
+            scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        optimizer.step()
+        scaler.step(optimizer)
+        scaler.update()
         optimizer.zero_grad(set_to_none=True)
     return step, cram.flops_per_token(model, cfg, T)
 
@@ -66,15 +76,17 @@ def hf_bert(cfg, vocab, T, device, accum):
 
     def step():
         for _ in range(accum):
-            (model(input_ids=ids, labels=labels).loss / accum).backward()
+            with autocast(device):  # the same precision as ours
+                loss = model(input_ids=ids, labels=labels).loss / accum
+            loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
     return step
 
 
 def matmul(device, n=4096):
-    """The device's own ceiling: a large square fp32 (CPU) or bf16 (GPU) matmul; returns (fn, FLOPs per call)."""
-    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    """The device's own ceiling: a large square matmul in the training precision; returns (fn, FLOPs per call)."""
+    dtype = cram.amp_dtype(device) or torch.float32
     a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
     return (lambda: a @ b), 2 * n ** 3
 
@@ -108,20 +120,31 @@ def main(argv=None):
     print(f"bench: preset {cfg.preset} | L{cfg.n_layer} d{cfg.n_embd} V{args.vocab_size} T{T} | micro-batch "
           f"{cfg.micro_batch} x {args.accum} | {device} | compile {compile_} | torch {torch.__version__} | "
           f"{torch.get_num_threads()} threads")
-    step, flops = ours(cfg, args.vocab_size, T, device, compile_, args.accum)
-    candidates = {"ours": step}
-    mm, mm_flops = matmul(device)
-    candidates["matmul"] = mm
+    cuda = device.type == "cuda"
+    allocated = lambda: torch.cuda.memory_allocated(device) if cuda else 0  # noqa: E731
+    makers = {"ours": lambda: ours(cfg, args.vocab_size, T, device, compile_, args.accum),
+              "matmul": lambda: matmul(device)}
     if args.hf:
+        makers["hf"] = lambda: (hf_bert(cfg, args.vocab_size, T, device, args.accum), None)
+    candidates, work, mem = {}, {}, {}  # work: FLOPs per token (ours) or per call (matmul); mem: CUDA bytes
+    for name, make in makers.items():
+        before = allocated()
         try:
-            candidates["hf"] = hf_bert(cfg, args.vocab_size, T, device, args.accum)
+            candidates[name], work[name] = make()
         except ImportError:
             print("bench: transformers is not installed; skipping the BertForMaskedLM comparison")
+            continue
+        mem[name] = [allocated() - before]  # its weights; each round adds the peak of its steps
+    flops, mm_flops = work["ours"], work["matmul"]
     results = {name: [] for name in candidates}
     for r in range(args.rounds):
         for name, fn in candidates.items():
-            steps = args.steps if name != "matmul" else 50 if device.type == "cuda" else 3  # a CPU matmul takes ~1 s
+            steps = args.steps if name != "matmul" else 50 if cuda else 3  # a CPU matmul takes ~1 s
+            if cuda:
+                torch.cuda.reset_peak_memory_stats(device)
+            base = allocated()
             results[name].append(timed(fn, args.warmup if r == 0 else 1, steps, device))
+            mem[name].append(mem[name][0] + (torch.cuda.max_memory_allocated(device) - base if cuda else 0))
     med = {name: statistics.median(v) for name, v in results.items()}
     tok_s = tokens / med["ours"]
     achieved = tok_s * flops
@@ -130,15 +153,17 @@ def main(argv=None):
     print(f"ours:   {tok_s:12,.0f} tokens/s | {flops / 1e6:.0f} MFLOP/token | {achieved / 1e12:.3f} TFLOP/s | "
           f"{'MFU %.1f%%' % (100 * achieved / peak) if peak else 'MFU n/a (no known peak)'}")
     ratios = [(tokens * flops / o) / (mm_flops / m) for o, m in zip(results["ours"], results["matmul"])]
-    print(f"matmul: {ceiling / 1e12:.3f} TFLOP/s (4096^2, {'bf16' if device.type == 'cuda' else 'fp32'}) | "
+    print(f"matmul: {ceiling / 1e12:.3f} TFLOP/s (4096^2, {str(cram.amp_dtype(device) or torch.float32)[6:]}) | "
           f"model FLOP/s over matmul ceiling: {100 * statistics.median(ratios):.1f}% (median of {args.rounds})")
     if "hf" in results:
         speedups = [h / o for h, o in zip(results["hf"], results["ours"])]
         print(f"hf:     {tokens / med['hf']:12,.0f} tokens/s | ours is {statistics.median(speedups):.2f}x faster "
               f"(median of {args.rounds}; per round {', '.join(f'{s:.2f}' for s in speedups)})")
-    mem = (torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda"
-           else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20)
-    print(f"peak memory: {mem:.2f} GiB ({'CUDA allocated' if device.type == 'cuda' else 'process max RSS'})")
+    if cuda:  # what a training run with this micro-batch needs: weights, gradients, Adam moments, activations
+        print("peak memory: " + ", ".join(f"{n} {max(m[1:]) / 2**30:.2f} GiB" for n, m in mem.items()) +
+              " (CUDA allocated: each candidate's weights + the peak of its own steps)")
+    else:
+        print(f"peak memory: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB (process max RSS)")
     return tok_s
 
 

@@ -26,6 +26,7 @@ import json
 import math
 import os
 import platform
+import re
 import shutil
 import signal
 import subprocess
@@ -282,16 +283,16 @@ class CrammedBERT(nn.Module):
             x = block(x, attn_mask)
         return self.final_norm(x)
 
-    def forward(self, ids, positions):
-        """Sparse MLM logits (B, k, V): the tied decoder runs only at the masked positions (B, k)."""
+    def forward(self, ids, positions, targets=None):
+        """Sparse MLM logits (B, k, V): the tied decoder runs only at the masked positions (B, k). With targets
+        (B, k), their mean cross-entropy instead: inside the compiled model, so the (B, k, V) logits are not copied
+        to fp32 outside it (the reference code computes its loss there too)."""
         h = self.encode(ids)                                                           # (B, T, C)
         h = h.gather(1, positions[..., None].expand(-1, -1, h.shape[-1]))              # (B, k, C)
-        return h @ self.embed.tok.weight.T                                             # (B, k, V)
-
-
-def mlm_loss(model, ids, positions, targets):
-    logits = model(ids, positions)
-    return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), targets.view(-1))
+        logits = h @ self.embed.tok.weight.T                                           # (B, k, V)
+        if targets is None:
+            return logits
+        return F.cross_entropy(logits.view(-1, logits.shape[-1]).float(), targets.view(-1))
 
 
 def flops_per_token(model, cfg, seq_len):
@@ -301,17 +302,30 @@ def flops_per_token(model, cfg, seq_len):
     return 6 * n_nonembed + 12 * cfg.n_layer * d * seq_len + 6 * d * vocab * cfg.mask_rate
 
 
-# dense bf16 peak FLOP/s by GPU name, for MFU; matched by substring of torch.cuda.get_device_name()
-GPU_PEAK_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "A6000": 155e12,
-                  "4090": 165e12, "A10G": 70e12, "L4": 121e12, "A4000": 77e12, "3090": 71e12, "V100": 125e12,
-                  "T4": 65e12}
+# Dense tensor-core peak FLOP/s in the precision amp_dtype picks (bf16; fp16 before Ampere), for MFU. The whole
+# name of torch.cuda.get_device_name() must match: "H100 PCIe" is not an H100 SXM, "RTX A1000" no A100; else n/a.
+GPU_PEAK_FLOPS = {r"NVIDIA H100 80GB HBM3|NVIDIA H100 SXM.*|NVIDIA H200": 989e12, r"NVIDIA H100 PCIe": 756e12,
+                  r"NVIDIA A100[- ](SXM4|PCIE|80GB).*": 312e12, r"NVIDIA L40S": 362e12, r"NVIDIA RTX A6000": 155e12,
+                  r"NVIDIA GeForce RTX 4090": 165e12, r"NVIDIA GeForce RTX 3090": 71e12, r"NVIDIA RTX A4000": 77e12,
+                  r"NVIDIA A10G": 70e12, r"NVIDIA L4": 121e12, r"Tesla V100-SXM2.*": 125e12,
+                  r"Tesla V100-PCIE.*": 112e12, r"Tesla T4": 65e12}
 
 
 def device_peak_flops(device):
     if device.type != "cuda":
         return None
     name = torch.cuda.get_device_name(device)
-    return next((v for k, v in GPU_PEAK_FLOPS.items() if k in name), None)
+    return next((v for pattern, v in GPU_PEAK_FLOPS.items() if re.fullmatch(pattern, name)), None)
+
+
+def amp_dtype(device):
+    """Autocast precision from what the GPU computes natively: bf16 from Ampere on (compute capability 8.0: A100,
+    A6000, RTX 30xx/40xx, H100); fp16, with a GradScaler, on older GPUs (T4 7.5, V100 7.0), whose bf16 is emulated
+    (torch.cuda.is_bf16_supported() says yes) and gets neither compiled kernels nor flash attention; None (fp32)
+    on the CPU and MPS."""
+    if device.type != "cuda":
+        return None
+    return torch.bfloat16 if torch.cuda.get_device_capability(device) >= (8, 0) else torch.float16
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -349,12 +363,16 @@ def save_checkpoint(path, state):
     os.replace(tmp, path)
 
 
-def read_checkpoint(path, device="cpu"):
-    """torch.load with one-line errors for a missing, truncated or foreign file."""
+def read_checkpoint(path):
+    """torch.load to the CPU, with one-line errors for a missing, truncated or foreign file. weights_only: tensors
+    and plain Python values only, so a shared file can never run code on the machine that opens it (TorchVersion,
+    a str that checkpoints before 2026-11-24 hold, is allowed). On the CPU, not the GPU: no memory spike there, and
+    the saved RNG state must stay a CPU tensor."""
     if not os.path.isfile(path):
         raise CramError(f"no checkpoint at {path}: check the path (and --out_dir), or train one first")
     try:
-        return torch.load(path, map_location=device, weights_only=False)
+        with torch.serialization.safe_globals([torch.torch_version.TorchVersion]):
+            return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:
         raise damaged(path, e) from None
 
@@ -386,7 +404,7 @@ def run_info(device):
     except (OSError, subprocess.SubprocessError):
         commit = ""
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu"
-    return {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
+    return {"python": platform.python_version(), "torch": str(torch.__version__), "numpy": np.__version__,
             "device": f"{device.type}: {name}", "threads": torch.get_num_threads(), "git": commit or "unknown",
             "host": platform.node(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
 
@@ -426,17 +444,28 @@ def evaluate(model, val, cfg, mask_id, vocab_size, amp):
     return total / n, mask_sum / mask_count
 
 
-def check_resumable(ckpt, cfg, meta, path):
-    """A checkpoint continues only the same model on the same data; say which setting differs."""
-    saved = Config(**ckpt["config"])  # fields added since the checkpoint was written take their defaults
-    for key in ("n_layer", "n_embd", "n_head", "ffn_hidden", "local_bias", "mask_rate", "micro_batch"):
-        if getattr(saved, key) != getattr(cfg, key):
-            raise CramError(f"{path} was trained with {key}={getattr(saved, key)} but this run has "
-                            f"{getattr(cfg, key)}: use the same preset and flags, or another --out_dir")
-    for key in ("tokenizer", "vocab_size", "seq_len", "num_sequences"):
-        if ckpt["meta"].get(key) != meta.get(key):
-            raise CramError(f"{path} was trained on data with {key}={ckpt['meta'].get(key)} but {cfg.data_dir} "
-                            f"has {meta.get(key)}: point --data_dir at the original data, or start afresh")
+def resume(path, cfg, meta, model, optimizer, scaler):
+    """Load a checkpoint's training state into model, optimizer and scaler, wherever they live; it must be the same
+    model on the same data (a one-line error names the setting that differs). Another --micro_batch is fine: the
+    batch target counts sequences. Returns (step, train_time, data_pos, val_loss, the saved micro-batch)."""
+    ckpt = read_checkpoint(path)  # on the CPU: the RNG state must stay there, the rest is copied to the device
+    try:
+        saved = Config(**ckpt["config"])  # fields added since the checkpoint was written take their defaults
+        for key in ("n_layer", "n_embd", "n_head", "ffn_hidden", "local_bias", "mask_rate"):
+            if getattr(saved, key) != getattr(cfg, key):
+                raise CramError(f"{path} was trained with {key}={getattr(saved, key)} but this run has "
+                                f"{getattr(cfg, key)}: use the same preset and flags, or another --out_dir")
+        for key in ("tokenizer", "vocab_size", "seq_len", "num_sequences"):
+            if ckpt["meta"].get(key) != meta.get(key):
+                raise CramError(f"{path} was trained on data with {key}={ckpt['meta'].get(key)} but {cfg.data_dir} "
+                                f"has {meta.get(key)}: point --data_dir at the original data, or start afresh")
+        model.load_state_dict(ckpt["model"])
+        optimizer.load_state_dict(ckpt["optimizer"])  # moves the Adam moments to the parameters' device
+        scaler.load_state_dict(ckpt["scaler"])
+        torch.set_rng_state(ckpt["rng"]["torch"])
+        return ckpt["step"], ckpt["train_time"], ckpt["data_pos"], ckpt["val_loss"], saved.micro_batch
+    except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as e:  # a field missing or wrong
+        raise damaged(path, e) from None
 
 
 def check_config(cfg):
@@ -487,33 +516,21 @@ def train(cfg):
     torch.manual_seed(cfg.seed)
     model = CrammedBERT(cfg, vocab_size, T).to(device)
     optimizer = make_optimizer(model, cfg, device)
-    amp_dtype = None
-    if device.type == "cuda":  # bf16 where the GPU has it, else fp16 with loss scaling; fp32 on CPU and MPS
-        amp_dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    scaler = torch.amp.GradScaler("cuda", enabled=amp_dtype == torch.float16)
-    amp = lambda: torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None)  # noqa: E731
+    dtype = amp_dtype(device)  # bf16 from Ampere on, fp16 with loss scaling before it, fp32 on the CPU and MPS
+    scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
+    amp = lambda: torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)  # noqa: E731
 
     ckpt_path = os.path.join(cfg.out_dir, "ckpt.pt")
     step, train_time, data_pos, val_loss = 0, 0.0, 0, float("nan")
     if cfg.resume:
-        ckpt = read_checkpoint(ckpt_path, device)
-        try:
-            check_resumable(ckpt, cfg, meta, ckpt_path)  # another model or data: a CramError that names the setting
-            model.load_state_dict(ckpt["model"])
-            optimizer.load_state_dict(ckpt["optimizer"])
-            scaler.load_state_dict(ckpt["scaler"])
-            step, train_time, data_pos, val_loss = ckpt["step"], ckpt["train_time"], ckpt["data_pos"], ckpt["val_loss"]
-            torch.set_rng_state(ckpt["rng"]["torch"])
-        except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as e:  # a field missing or wrong
-            raise damaged(ckpt_path, e) from None
-        del ckpt
+        step, train_time, data_pos, val_loss, old_micro = resume(ckpt_path, cfg, meta, model, optimizer, scaler)
     elif os.path.exists(ckpt_path):
         raise CramError(f"{ckpt_path} already exists: pass --resume to continue it, or choose another --out_dir")
 
     train_model = model
     if world > 1:
-        train_model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device] if device.type == "cuda"
-                                                                else None)
+        train_model = torch.nn.parallel.DistributedDataParallel(  # no buffer to broadcast: pos_table is fixed
+            model, device_ids=[device] if device.type == "cuda" else None, broadcast_buffers=False)
     if cfg.compile == "true" or (cfg.compile == "auto" and device.type == "cuda"):
         train_model = torch.compile(train_model)  # static shapes: fixed micro-batch and fixed masked count
 
@@ -540,11 +557,14 @@ def train(cfg):
     n_params = sum(p.numel() for p in model.parameters())
     baseline = unigram_entropy(train_data, val_data[: cfg.eval_seqs]) if master else float("nan")
     log(f"config: {json.dumps(asdict(cfg))}")
-    log(f"run: {json.dumps({**run_info(device), 'world_size': world, 'amp': str(amp_dtype)})}")
+    log(f"run: {json.dumps({**run_info(device), 'world_size': world, 'amp': str(dtype)})}")
     log(f"data: {cfg.data_dir} | {meta['num_sequences']} sequences of {T} | vocab {vocab_size} | "
         f"unigram baseline {baseline:.4f} nats")
     log(f"model: {n_params / 1e6:.2f}M parameters | {flops / 1e6:.0f} MFLOP per token | "
         f"{'resuming at step %d, %.1f%% of budget' % (step, 100 * progress()) if cfg.resume else 'fresh start'}")
+    if cfg.resume and old_micro != cfg.micro_batch:
+        log(f"micro-batch {old_micro} -> {cfg.micro_batch}: the same rows and batch sizes, in other slices (other "
+            "masks, and ramp steps in whole micro-batches)")
 
     def save():  # the raw (uncompiled) weights, so cram.py and finetune_glue.py load them anywhere
         if master:
@@ -570,21 +590,25 @@ def train(cfg):
     # One loop, one shape: check budget -> (evaluate / checkpoint, budget clock paused) -> accumulate -> step -> log
     while True:
         t = progress()
-        if world > 1:  # every rank must agree on t (batch size, lr) and on when to stop
-            sync = torch.tensor([t, float("signal" in stop)], device=device)
+        if world > 1:  # every rank runs one clock (t: batch size, lr, when to stop), and stops on any rank's signal
+            sync = torch.tensor([train_time, float("signal" in stop)], device=device, dtype=torch.float64)
             torch.distributed.all_reduce(sync, op=torch.distributed.ReduceOp.MAX)
-            t, stopping = sync.tolist()
+            train_time, stopping = sync.tolist()
+            t = progress()
             if stopping:
                 stop.setdefault("signal", "a signal on another rank")
         if t >= 1.0 or "signal" in stop:
             break
         # The budget clock only runs inside the step below, so evaluation and checkpoints cost no budget.
+        paused = t >= next_eval or train_time - last_ckpt >= cfg.ckpt_every_min * 60  # the same on every rank
         if t >= next_eval:
             val_loss = log_eval(t)
             next_eval += cfg.eval_every
         if train_time - last_ckpt >= cfg.ckpt_every_min * 60:
             save()
             last_ckpt = train_time
+        if paused and world > 1:  # the other ranks wait here, off the clock, while rank 0 evaluates and saves
+            torch.distributed.barrier()
 
         t0 = time.perf_counter()
         unit = cfg.micro_batch * world
@@ -594,21 +618,35 @@ def train(cfg):
             group["lr"] = lr
         gen.manual_seed(cfg.seed * 1_000_003 + step * world + rank)  # masks are a pure function of the step
         accum, loss_sum = batch // unit, torch.zeros((), device=device)
-        for micro in range(accum):
-            ids = get_batch(train_data, data_pos + (micro * world + rank) * cfg.micro_batch, cfg.micro_batch, device)
-            inputs, positions, targets = mask_tokens(ids, mask_id, vocab_size, cfg.mask_rate, gen)
-            last = micro == accum - 1
-            with (train_model.no_sync() if world > 1 and not last and hasattr(train_model, "no_sync")
-                  else contextlib.nullcontext()):
-                with amp():
-                    loss = mlm_loss(train_model, inputs, positions, targets) / accum
-                scaler.scale(loss).backward()
-            loss_sum += loss.detach()
+        try:
+            for micro in range(accum):  # this rank's slices of the step's rows
+                ids = get_batch(train_data, data_pos + micro * unit + rank * cfg.micro_batch, cfg.micro_batch, device)
+                inputs, positions, targets = mask_tokens(ids, mask_id, vocab_size, cfg.mask_rate, gen)
+                last = micro == accum - 1
+                with (train_model.no_sync() if world > 1 and not last and hasattr(train_model, "no_sync")
+                      else contextlib.nullcontext()):
+                    with amp():
+                        loss = train_model(inputs, positions, targets) / accum
+                    scaler.scale(loss).backward()
+                loss_sum += loss.detach()
+        except torch.OutOfMemoryError as e:  # keep the work done, and say which knob to turn
+            optimizer.zero_grad(set_to_none=True)
+            save()
+            used = (f"; {torch.cuda.max_memory_allocated(device) / 2**30:.1f} of "
+                    f"{torch.cuda.get_device_properties(device).total_memory / 2**30:.1f} GiB at the peak"
+                    if device.type == "cuda" else "")
+            raise CramError(f"out of memory with --micro_batch {cfg.micro_batch} ({str(e).split('. GPU')[0][:80]}"
+                            f"{used}); saved {ckpt_path} at step {step}: continue with --resume --micro_batch "
+                            f"{max(1, cfg.micro_batch // 2)} (the batch target stays, by accumulation)") from None
+        if world > 1:  # every rank logs and judges the mean loss: a NaN on one rank stops them all, together
+            torch.distributed.all_reduce(loss_sum)
+            loss_sum /= world
         loss_val = loss_sum.item()  # the one host sync per optimizer step
-        if not math.isfinite(loss_val):
+        if not math.isfinite(loss_val):  # rank 0 says it, once; the other ranks leave quietly
             saved = ckpt_path if os.path.exists(ckpt_path) else "none yet"
-            raise CramError(f"loss is {loss_val} at step {step}: training diverged; the last good checkpoint "
-                            f"({saved}) was kept: resume it with a lower --lr or --grad_clip")
+            raise SystemExit(1) if not master else CramError(
+                f"loss is {loss_val} at step {step}: training diverged; the last good checkpoint ({saved}) was "
+                "kept: resume it with a lower --lr or --grad_clip")
         scaler.unscale_(optimizer)
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
         scaler.step(optimizer)

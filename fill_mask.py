@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from cram import CramError, load_model, pick_device
-from prepare import load_tokenizer, read_meta
+from prepare import checkpoint_tokenizer
 
 
 def encode_for_mlm(tok, text):
@@ -30,23 +30,6 @@ def encode_for_mlm(tok, text):
     for i, piece_ids in enumerate(tok.encode_batch(pieces)):
         ids += ([tok.special["mask"]] if i else []) + piece_ids
     return ids + [tok.special["sep"]]
-
-
-def checkpoint_tokenizer(ckpt, tokenizer_dir, vocab):
-    """The tokenizer a checkpoint was trained with: prepare.py's output in `tokenizer_dir`, by default the folder
-    the checkpoint is in (cram.py copies meta.json and tokenizer.json there). Checked against the model's vocab."""
-    tok_dir = Path(tokenizer_dir or Path(ckpt).resolve().parent)
-    tok_file = "meta.json"  # meta.json names the tokenizer file (none for gpt2: tiktoken brings its own)
-    if (tok_dir / tok_file).is_file():
-        tok_file = read_meta(tok_dir).get("tokenizer_file")  # a damaged meta.json: a one-line error
-    if tok_file and not (tok_dir / tok_file).is_file():
-        raise CramError(f"no tokenizer in {tok_dir} ({tok_file} missing): pass --tokenizer_dir with the "
-                        "prepare.py output the model was trained on")
-    tok = load_tokenizer(tok_dir)
-    if tok.vocab_size != vocab:
-        raise CramError(f"the tokenizer in {tok_dir} has {tok.vocab_size} tokens but {ckpt} was trained "
-                        f"with {vocab}: pass --tokenizer_dir with the data the checkpoint was trained on")
-    return tok
 
 
 def token_str(tok, i):

@@ -5,9 +5,10 @@
     python finetune_glue.py out/ckpt.pt --vs_random                       # and from random weights, side by side
 
 One recipe for all tasks, named by the checkpoint's preset (PAPER, TINY below; flags win): [CLS] A [SEP] B [SEP], a
-fresh head, cross-entropy (STS-B: MSE), AdamW, warm-up then cosine decay, bf16 on CUDA; dev metrics after the last
-epoch, median over seeds. Outputs in --out (default: the checkpoint's folder): glue.md (the table), glue.json (every
-number, per seed, settings, wall times), predictions/<set>[.random_init].tsv (index, prediction, label; median seed's).
+fresh head, cross-entropy (STS-B: MSE), AdamW, warm-up then cosine decay, cram.amp_dtype's precision on CUDA; dev
+metrics after the last epoch, median over seeds. Outputs in --out (default: the checkpoint's folder): glue.md (the
+table), glue.json (every number, per seed, settings, wall times), predictions/<set>[.random_init].tsv (index,
+prediction, label; median seed's).
 """
 import argparse
 import json
@@ -25,8 +26,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from cram import CramError, CrammedBERT, load_model, pick_device, run_info
-from fill_mask import checkpoint_tokenizer
+from cram import CramError, CrammedBERT, amp_dtype, load_model, pick_device, run_info
+from prepare import checkpoint_tokenizer
 
 # Recipes, named by the checkpoint's preset; every value is also a flag, which wins. The paper's "GLUE-sane" set:
 PAPER = dict(lr=4e-5, beta1=0.9, beta2=0.98, adam_eps=1e-6, weight_decay=0.0, batch_size=16, epochs=5,  # AdamW
@@ -205,16 +206,19 @@ def finetune(model, ids, labels, args, seed, device, desc):
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(args.beta1, args.beta2),
                                   eps=args.adam_eps, weight_decay=args.weight_decay, fused=device.type == "cuda")
     targets = torch.from_numpy(labels).to(device)  # once: no host-to-device copy per step
+    dtype = amp_dtype(device)  # as in pretraining: bf16 from Ampere on, fp16 with loss scaling before, CPU fp32
+    scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
     model.train()
     for step, batch in enumerate(tqdm(batches, desc=desc, unit="step", leave=False, dynamic_ncols=True)):
         optimizer.param_groups[0]["lr"] = lr_at(step, len(batches), args.lr, args.warmup)  # one group: all weights
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
             out = model(*collate([ids[i] for i in batch], args.pad_id, device)).float()     # (B, n_out)
         y = targets[batch.to(device)]
         loss = F.mse_loss(out[:, 0], y.float()) if out.shape[1] == 1 else F.cross_entropy(out, y)
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
     return loss.item()
 
 
@@ -225,7 +229,7 @@ def predict(model, ids, args, device):
     order = np.argsort([len(s) for s in ids], kind="stable")  # similar lengths share a batch: little padding
     preds = np.zeros(len(ids))
     for chunk in np.array_split(order, range(args.eval_batch_size, len(ids), args.eval_batch_size)):
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+        with torch.autocast(device.type, dtype=amp_dtype(device), enabled=amp_dtype(device) is not None):
             out = model(*collate([ids[i] for i in chunk], args.pad_id, device)).float()
         preds[chunk] = (out[:, 0] if out.shape[1] == 1 else out.argmax(dim=1)).cpu().numpy()
     return preds if out.shape[1] == 1 else preds.astype(np.int64)

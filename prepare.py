@@ -163,6 +163,20 @@ def load_tokenizer(data_dir):
         die(f"cannot load {data_dir}/tokenizer.json ({e}): prepare the data again, or copy the good one there")
 
 
+def checkpoint_tokenizer(ckpt, tokenizer_dir, vocab):
+    """The tokenizer a checkpoint was trained with (fill_mask.py, finetune_glue.py): this script's output in
+    `tokenizer_dir`, by default the checkpoint's folder (cram.py copies meta.json and tokenizer.json there)."""
+    tok_dir = Path(tokenizer_dir or Path(ckpt).resolve().parent)
+    tok_file = read_meta(tok_dir).get("tokenizer_file") if (tok_dir / "meta.json").is_file() else "meta.json"
+    if tok_file and not (tok_dir / tok_file).is_file():  # gpt2 has none: tiktoken brings its own
+        die(f"no tokenizer in {tok_dir} ({tok_file} missing): pass --tokenizer_dir with the prepare.py output the "
+            "model was trained on")
+    if (tok := load_tokenizer(tok_dir)).vocab_size != vocab:
+        die(f"the tokenizer in {tok_dir} has {tok.vocab_size} tokens but {ckpt} was trained with {vocab}: pass "
+            "--tokenizer_dir with the data the checkpoint was trained on")
+    return tok
+
+
 # Packing: [SEP] after each document, documents concatenated per split and cut into rows; then the "." curriculum.
 def pack(args, tok, outs):
     """Pass 2: encode a batch at a time, drop trash, write each document + [SEP] to outs[split], cut to whole rows."""
