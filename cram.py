@@ -15,6 +15,7 @@ The architecture (paper section 4.2, the final "crammed BERT"):
 - embedding LayerNorm; decoder tied to the token embedding, no decoder bias, no head transform
 - sparse prediction: the vocabulary projection runs only on the masked positions (a fixed count per batch)
 - dropout off for pretraining (on for fine-tuning)
+- the loss inside the compiled model; bf16 autocast from Ampere on, fp16 + GradScaler before it (amp_dtype)
 - tiny CPU preset only: a fixed local attention bias -slope*|i - j| (ALiBi, Press et al. 2022); docs/notes.md
 The recipe (section 4.3, with the reference code's final values: RECIPE.md): MLM at 25% (80/10/10), AdamW,
 lr(t) = peak * min(0.25 + t, 4(1 - t)) with t the fraction of the time budget used, batch size ramped linearly to
@@ -22,6 +23,7 @@ lr(t) = peak * min(0.25 + t, 4(1 - t)) with t the fraction of the time budget us
 """
 import argparse
 import contextlib
+import inspect
 import json
 import math
 import os
@@ -63,9 +65,9 @@ class Config:
     mask_rate: float = 0.25       # fraction of each sequence that is predicted (exactly round(rate * T))
     # optimization ("bert-o4")
     lr: float = 1e-3              # peak learning rate
-    beta1: float = 0.9
-    beta2: float = 0.98
-    adam_eps: float = 1e-12
+    beta1: float = 0.9            # AdamW's first-moment decay
+    beta2: float = 0.98           # AdamW's second-moment decay
+    adam_eps: float = 1e-12       # AdamW's epsilon
     weight_decay: float = 0.01    # not applied to LayerNorm parameters, biases and the position scale
     grad_clip: float = 0.5        # global L2 norm
     batch_size: int = 8192        # target sequences per optimizer step, reached at t = ramp_until
@@ -81,16 +83,13 @@ class Config:
     # system
     device: str = "auto"          # "auto", "cuda", "cpu", "mps"
     compile: str = "auto"         # torch.compile: "auto" (on for CUDA), "true", "false"
-    seed: int = 0
+    seed: int = 0                 # weights at init and masks (a pure function of seed and step)
 
 
 PRESETS = {
     "paper": {},  # the defaults above are the paper's recipe
-    # A model that learns in 5 minutes on 2 CPU cores (docs/notes.md, measured): 2 x 128, so it reads ~5M tokens;
-    # many small steps (64 sequences) at a 10x hotter lr, 10x the weight decay to keep the weights small enough to
-    # fine-tune. In 5 minutes the model drives the sin/cos position scalar to ~0 (so it starts there) and learns a
-    # bag of words; a fixed local attention bias (slopes 1, 1/2, 1/4, and a 4th head that sees the whole row) gives
-    # it word order: twice the nats under the unigram baseline. Pair it with prepare.py --vocab_size 8192.
+    # Learns in 5 minutes on 2 CPU cores (docs/notes.md): 2 x 128 reads ~5M tokens in small steps at a 10x hotter lr,
+    # 10x the weight decay (to fine-tune), word order from a fixed local attention bias (sin/cos scalar at 0); vocab 8k.
     "tiny": dict(n_layer=2, n_embd=128, n_head=4, ffn_hidden=512, pos_scale_init=0.0, local_bias=1.0, micro_batch=16,
                  batch_size=64, lr=1e-2, weight_decay=0.1, budget_hours=5 / 60, eval_every=0.25, eval_seqs=512,
                  ckpt_every_min=1.0),
@@ -99,14 +98,12 @@ PRESETS = {
 
 def parse_config(argv=None):
     """Flags from Config's fields (types coerced, typos rejected); precedence: defaults < preset < flags."""
-    p = argparse.ArgumentParser(description="Pretrain a crammed BERT under a wall-clock budget.",
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(description="Pretrain a crammed BERT under a wall-clock budget.")
+    meaning = dict(re.findall(r"^    (\w+): .*?# (.*)$", inspect.getsource(Config), re.M))  # each field's comment
     for f in fields(Config):
-        if f.type in (bool, "bool"):
-            p.add_argument(f"--{f.name}", action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS)
-        else:
-            kind = {"int": int, "float": float, "str": str}.get(f.type, f.type)
-            p.add_argument(f"--{f.name}", type=kind, default=argparse.SUPPRESS, help=f"default {f.default}")
+        kind = dict(action=argparse.BooleanOptionalAction) if f.type is bool else dict(type=f.type)
+        p.add_argument(f"--{f.name}", **kind, default=argparse.SUPPRESS,
+                       help=f"{meaning.get(f.name, '')} (default {f.default})".replace("%", "%%"))
     given = vars(p.parse_args(argv))
     preset = given.get("preset", "auto")
     if preset == "auto":
@@ -142,9 +139,7 @@ def get_batch(data, start, count, device):
     """Rows start .. start+count of the stored order, wrapping around at the end, as int64 on `device`."""
     idx = np.arange(start, start + count) % len(data)
     x = torch.from_numpy(data[idx].astype(np.int64))
-    if device.type == "cuda":
-        return x.pin_memory().to(device, non_blocking=True)
-    return x.to(device)
+    return x.pin_memory().to(device, non_blocking=True) if device.type == "cuda" else x.to(device)
 
 
 def mask_tokens(ids, mask_id, vocab_size, rate, generator):
@@ -210,7 +205,6 @@ class Attention(nn.Module):
 
     def __init__(self, cfg):
         super().__init__()
-        assert cfg.n_embd % cfg.n_head == 0, "n_embd must be divisible by n_head"
         self.n_head, self.dropout = cfg.n_head, cfg.dropout
         self.qkv = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=False)
         self.out = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
@@ -265,12 +259,9 @@ class CrammedBERT(nn.Module):
         slopes[-1] = 0.0  # the last head sees the whole row: [CLS] must, to classify a sentence (notes)
         bias = -slopes[:, None, None] * distance if cfg.local_bias > 0 else None                  # (H, T, T)
         self.register_buffer("attn_bias", bias, persistent=False)
-        self.apply(self._init)
-
-    @staticmethod
-    def _init(m):
-        if isinstance(m, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(m.weight, mean=0.0, std=0.02)
+        for m in self.modules():  # every Linear and Embedding N(0, 0.02); LayerNorms keep weight 1, bias 0
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, mean=0.0, std=0.02)
 
     def encode(self, ids, pad_mask=None):
         """Hidden states (B, T, C). pad_mask (B, T) is True on real tokens (fine-tuning pads; pretraining not)."""
@@ -284,9 +275,8 @@ class CrammedBERT(nn.Module):
         return self.final_norm(x)
 
     def forward(self, ids, positions, targets=None):
-        """Sparse MLM logits (B, k, V): the tied decoder runs only at the masked positions (B, k). With targets
-        (B, k), their mean cross-entropy instead: inside the compiled model, so the (B, k, V) logits are not copied
-        to fp32 outside it (the reference code computes its loss there too)."""
+        """Sparse MLM logits (B, k, V): the tied decoder runs only at the masked positions (B, k). With targets (B, k)
+        their mean cross-entropy, computed in the compiled model: the logits are never copied to fp32 outside it."""
         h = self.encode(ids)                                                           # (B, T, C)
         h = h.gather(1, positions[..., None].expand(-1, -1, h.shape[-1]))              # (B, k, C)
         logits = h @ self.embed.tok.weight.T                                           # (B, k, V)
@@ -312,17 +302,14 @@ GPU_PEAK_FLOPS = {r"NVIDIA H100 80GB HBM3|NVIDIA H100 SXM.*|NVIDIA H200": 989e12
 
 
 def device_peak_flops(device):
-    if device.type != "cuda":
-        return None
-    name = torch.cuda.get_device_name(device)
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "a CPU or MPS: no peak"
     return next((v for pattern, v in GPU_PEAK_FLOPS.items() if re.fullmatch(pattern, name)), None)
 
 
 def amp_dtype(device):
-    """Autocast precision from what the GPU computes natively: bf16 from Ampere on (compute capability 8.0: A100,
-    A6000, RTX 30xx/40xx, H100); fp16, with a GradScaler, on older GPUs (T4 7.5, V100 7.0), whose bf16 is emulated
-    (torch.cuda.is_bf16_supported() says yes) and gets neither compiled kernels nor flash attention; None (fp32)
-    on the CPU and MPS."""
+    """Autocast precision, what the GPU computes natively: bf16 from Ampere (capability 8.0) on; fp16 with a GradScaler
+    before it (T4 7.5, V100 7.0: is_bf16_supported() says yes, but emulated, with no flash attention or compiled
+    kernels for it); None (fp32) on the CPU and MPS."""
     if device.type != "cuda":
         return None
     return torch.bfloat16 if torch.cuda.get_device_capability(device) >= (8, 0) else torch.float16
@@ -364,10 +351,8 @@ def save_checkpoint(path, state):
 
 
 def read_checkpoint(path):
-    """torch.load to the CPU, with one-line errors for a missing, truncated or foreign file. weights_only: tensors
-    and plain Python values only, so a shared file can never run code on the machine that opens it (TorchVersion,
-    a str that checkpoints before 2026-11-24 hold, is allowed). On the CPU, not the GPU: no memory spike there, and
-    the saved RNG state must stay a CPU tensor."""
+    """torch.load to the CPU (no GPU memory spike; the RNG state stays there), one-line errors for a missing, cut or
+    foreign file. weights_only: tensors and plain values, a shared file can never run code (TorchVersion is a str)."""
     if not os.path.isfile(path):
         raise CramError(f"no checkpoint at {path}: check the path (and --out_dir), or train one first")
     try:
@@ -382,12 +367,11 @@ def damaged(path, e):  # a checkpoint cut short, not cram.py's, or with a field 
                      f"{' '.join(str(e).split())[:150]}): check the path, or train afresh in another --out_dir")
 
 
-def load_model(ckpt_path, device="cpu", dropout=None):
+def load_model(ckpt_path, device="cpu"):
     """Rebuild the raw model of a checkpoint; returns (model, cfg, meta). Used by finetune_glue.py."""
     ckpt = read_checkpoint(ckpt_path)
     try:
         cfg, meta = Config(**ckpt["config"]), ckpt["meta"]
-        cfg.dropout = cfg.dropout if dropout is None else dropout
         model = CrammedBERT(cfg, ckpt["vocab_size"], ckpt["seq_len"])
         model.load_state_dict(ckpt["model"])
     except Exception as e:  # a field missing, or of the wrong type or shape
@@ -424,46 +408,39 @@ def pick_device(name):
 
 @torch.no_grad()
 def evaluate(model, val, cfg, mask_id, vocab_size, amp):
-    """Mean MLM loss on the first eval_seqs validation sequences, with the same masks every time; returns (loss
-    over all predicted slots, loss over the [MASK] slots alone). The two differ because the 10% of slots that keep
-    their token are easy: a model that copies its input gets them at ~ln 2 (docs/notes.md: the nats by slot)."""
+    """Mean MLM loss on the first eval_seqs validation sequences, the same masks every time: (all predicted slots,
+    the [MASK] slots alone). The 10% that keep their token are easy: a copying model gets ~ln 2 there (notes)."""
     model.eval()
-    device = model.embed.tok.weight.device
-    gen = torch.Generator(device=device).manual_seed(1234)
-    n, total, mask_sum, mask_count = min(len(val), cfg.eval_seqs), 0.0, 0.0, 0
+    gen = torch.Generator(device=model.embed.tok.weight.device).manual_seed(1234)
+    n, losses, shown = min(len(val), cfg.eval_seqs), [], []
     for start in range(0, n, cfg.micro_batch):
-        ids = get_batch(val, start, min(cfg.micro_batch, n - start), device)
+        ids = get_batch(val, start, min(cfg.micro_batch, n - start), gen.device)
         inputs, positions, targets = mask_tokens(ids, mask_id, vocab_size, cfg.mask_rate, gen)
         with amp():
             logits = model(inputs, positions)                                  # (B, k, V)
-        loss = F.cross_entropy(logits.float().transpose(1, 2), targets, reduction="none")  # (B, k)
-        shown_mask = inputs.gather(1, positions) == mask_id                   # (B, k): slots the model sees as [MASK]
-        total += loss.mean(1).sum().item()
-        mask_sum, mask_count = mask_sum + loss[shown_mask].sum().item(), mask_count + int(shown_mask.sum())
+        losses.append(F.cross_entropy(logits.float().transpose(1, 2), targets, reduction="none"))  # (B, k)
+        shown.append(inputs.gather(1, positions) == mask_id)                  # (B, k): slots the model sees as [MASK]
     model.train()
-    return total / n, mask_sum / mask_count
+    losses, shown = torch.cat(losses), torch.cat(shown)
+    return losses.mean().item(), losses[shown].mean().item()
 
 
 def resume(path, cfg, meta, model, optimizer, scaler):
-    """Load a checkpoint's training state into model, optimizer and scaler, wherever they live; it must be the same
-    model on the same data (a one-line error names the setting that differs). Another --micro_batch is fine: the
-    batch target counts sequences. Returns (step, train_time, data_pos, val_loss, the saved micro-batch)."""
+    """Load a checkpoint's state into model, optimizer and scaler, on any device: the same model on the same data
+    (else one line names the setting), any --micro_batch (the batch target counts sequences). Returns the counters."""
     ckpt = read_checkpoint(path)  # on the CPU: the RNG state must stay there, the rest is copied to the device
     try:
-        saved = Config(**ckpt["config"])  # fields added since the checkpoint was written take their defaults
-        for key in ("n_layer", "n_embd", "n_head", "ffn_hidden", "local_bias", "mask_rate"):
-            if getattr(saved, key) != getattr(cfg, key):
-                raise CramError(f"{path} was trained with {key}={getattr(saved, key)} but this run has "
-                                f"{getattr(cfg, key)}: use the same preset and flags, or another --out_dir")
-        for key in ("tokenizer", "vocab_size", "seq_len", "num_sequences"):
-            if ckpt["meta"].get(key) != meta.get(key):
-                raise CramError(f"{path} was trained on data with {key}={ckpt['meta'].get(key)} but {cfg.data_dir} "
-                                f"has {meta.get(key)}: point --data_dir at the original data, or start afresh")
+        was, now = {**asdict(Config(**ckpt["config"])), **ckpt["meta"]}, {**asdict(cfg), **meta}  # new fields: defaults
+        for key in ("n_layer", "n_embd", "n_head", "ffn_hidden", "local_bias", "mask_rate", "tokenizer",
+                    "vocab_size", "seq_len", "num_sequences"):  # the model, and the data in --data_dir
+            if was.get(key) != now.get(key):
+                raise CramError(f"{path} was trained with {key}={was.get(key)} but this run has {now.get(key)}: use "
+                                "the same preset, flags and --data_dir, or another --out_dir")
         model.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])  # moves the Adam moments to the parameters' device
         scaler.load_state_dict(ckpt["scaler"])
         torch.set_rng_state(ckpt["rng"]["torch"])
-        return ckpt["step"], ckpt["train_time"], ckpt["data_pos"], ckpt["val_loss"], saved.micro_batch
+        return ckpt["step"], ckpt["train_time"], ckpt["data_pos"], ckpt["val_loss"], was["micro_batch"]
     except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as e:  # a field missing or wrong
         raise damaged(path, e) from None
 
@@ -472,7 +449,8 @@ def check_config(cfg):
     """Reject, in one line each, values that would crash later or quietly train something else."""
     finite = all(math.isfinite(v) for v in (cfg.lr, cfg.budget_hours, cfg.grad_clip, cfg.weight_decay, cfg.mask_rate))
     rules = [
-        (finite, "--lr, --budget_hours, --grad_clip, --weight_decay and --mask_rate must be finite numbers"),
+        (finite and min(cfg.lr, cfg.grad_clip, cfg.budget_hours) > 0, "--lr and --grad_clip must be > 0, "
+         "--budget_hours must be > 0, and they, --weight_decay and --mask_rate finite numbers"),
         (min(cfg.n_layer, cfg.n_head) >= 1 and cfg.n_embd % cfg.n_head == 0 and cfg.n_embd % 2 == 0,
          f"--n_layer and --n_head must be >= 1, --n_embd {cfg.n_embd} even (sin/cos pairs) and split into "
          f"{cfg.n_head} equal heads"),
@@ -481,10 +459,8 @@ def check_config(cfg):
         (0 < cfg.mask_rate < 1, f"--mask_rate must be between 0 and 1 (got {cfg.mask_rate})"),
         (0 <= cfg.dropout < 1 and 0 <= cfg.local_bias < math.inf and (cfg.local_bias == 0 or cfg.n_head >= 2),
          "--dropout must be in [0, 1), --local_bias >= 0, finite and with >= 2 heads (the last one has none)"),
-        (cfg.lr > 0 and cfg.grad_clip > 0, "--lr and --grad_clip must be > 0"),
         (0 <= cfg.beta1 < 1 and 0 <= cfg.beta2 < 1 and cfg.adam_eps >= 0 and cfg.weight_decay >= 0,
          "--beta1 and --beta2 must be in [0, 1), --adam_eps and --weight_decay >= 0"),
-        (cfg.budget_hours > 0, f"--budget_hours must be > 0 (got {cfg.budget_hours})"),
         (1 <= cfg.micro_batch <= cfg.batch_size,
          f"--micro_batch {cfg.micro_batch} must be between 1 and --batch_size {cfg.batch_size}"),
         (0 <= cfg.ramp_until <= 1 and cfg.max_steps >= 0, "--ramp_until must be in [0, 1], --max_steps >= 0"),
@@ -534,10 +510,8 @@ def train(cfg):
     if cfg.compile == "true" or (cfg.compile == "auto" and device.type == "cuda"):
         train_model = torch.compile(train_model)  # static shapes: fixed micro-batch and fixed masked count
 
-    peak = device_peak_flops(device)
-    flops = flops_per_token(model, cfg, T)
-    budget_s = cfg.budget_hours * 3600
-    progress = (lambda: step / cfg.max_steps) if cfg.max_steps > 0 else (lambda: train_time / budget_s)
+    peak, flops = device_peak_flops(device), flops_per_token(model, cfg, T)  # MFU in the step lines
+    progress = (lambda: step / cfg.max_steps) if cfg.max_steps > 0 else (lambda: train_time / cfg.budget_hours / 3600)
     log_file = metrics_file = None
     if master:
         os.makedirs(cfg.out_dir, exist_ok=True)
@@ -554,17 +528,14 @@ def train(cfg):
             if metrics:
                 metrics_file.write(json.dumps(metrics) + "\n")
 
-    n_params = sum(p.numel() for p in model.parameters())
     baseline = unigram_entropy(train_data, val_data[: cfg.eval_seqs]) if master else float("nan")
     log(f"config: {json.dumps(asdict(cfg))}")
     log(f"run: {json.dumps({**run_info(device), 'world_size': world, 'amp': str(dtype)})}")
     log(f"data: {cfg.data_dir} | {meta['num_sequences']} sequences of {T} | vocab {vocab_size} | "
         f"unigram baseline {baseline:.4f} nats")
-    log(f"model: {n_params / 1e6:.2f}M parameters | {flops / 1e6:.0f} MFLOP per token | "
-        f"{'resuming at step %d, %.1f%% of budget' % (step, 100 * progress()) if cfg.resume else 'fresh start'}")
-    if cfg.resume and old_micro != cfg.micro_batch:
-        log(f"micro-batch {old_micro} -> {cfg.micro_batch}: the same rows and batch sizes, in other slices (other "
-            "masks, and ramp steps in whole micro-batches)")
+    log(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters | {flops / 1e6:.0f} MFLOP/token | "
+        f"{'resuming at step %d, %.1f%% of budget' % (step, 100 * progress()) if cfg.resume else 'fresh start'}"
+        + (f", micro-batch {old_micro} -> {cfg.micro_batch}" if cfg.resume and old_micro != cfg.micro_batch else ""))
 
     def save():  # the raw (uncompiled) weights, so cram.py and finetune_glue.py load them anywhere
         if master:
@@ -587,28 +558,24 @@ def train(cfg):
     gen = torch.Generator(device=device)
     next_eval = (math.floor(progress() / cfg.eval_every) + 1) * cfg.eval_every
     last_ckpt = train_time
-    # One loop, one shape: check budget -> (evaluate / checkpoint, budget clock paused) -> accumulate -> step -> log
+    # One loop, one shape: (evaluate / checkpoint, budget clock paused) -> check budget -> accumulate -> step -> log
     while True:
-        t = progress()
-        if world > 1:  # every rank runs one clock (t: batch size, lr, when to stop), and stops on any rank's signal
+        t = progress()  # the budget clock runs only inside the step below: evaluation and checkpoints cost none
+        if next_eval <= t < 1:
+            val_loss = log_eval(t)
+            next_eval += cfg.eval_every
+        if train_time - last_ckpt >= cfg.ckpt_every_min * 60 and t < 1:
+            save()
+            last_ckpt = train_time
+        if world > 1:  # one clock (batch size, lr, stop) and any signal for all ranks; the others wait in this
             sync = torch.tensor([train_time, float("signal" in stop)], device=device, dtype=torch.float64)
-            torch.distributed.all_reduce(sync, op=torch.distributed.ReduceOp.MAX)
+            torch.distributed.all_reduce(sync, op=torch.distributed.ReduceOp.MAX)  # all-reduce while rank 0 evaluates
             train_time, stopping = sync.tolist()
             t = progress()
             if stopping:
                 stop.setdefault("signal", "a signal on another rank")
         if t >= 1.0 or "signal" in stop:
             break
-        # The budget clock only runs inside the step below, so evaluation and checkpoints cost no budget.
-        paused = t >= next_eval or train_time - last_ckpt >= cfg.ckpt_every_min * 60  # the same on every rank
-        if t >= next_eval:
-            val_loss = log_eval(t)
-            next_eval += cfg.eval_every
-        if train_time - last_ckpt >= cfg.ckpt_every_min * 60:
-            save()
-            last_ckpt = train_time
-        if paused and world > 1:  # the other ranks wait here, off the clock, while rank 0 evaluates and saves
-            torch.distributed.barrier()
 
         t0 = time.perf_counter()
         unit = cfg.micro_batch * world
@@ -622,22 +589,17 @@ def train(cfg):
             for micro in range(accum):  # this rank's slices of the step's rows
                 ids = get_batch(train_data, data_pos + micro * unit + rank * cfg.micro_batch, cfg.micro_batch, device)
                 inputs, positions, targets = mask_tokens(ids, mask_id, vocab_size, cfg.mask_rate, gen)
-                last = micro == accum - 1
-                with (train_model.no_sync() if world > 1 and not last and hasattr(train_model, "no_sync")
-                      else contextlib.nullcontext()):
+                sync = world == 1 or micro == accum - 1  # DDP all-reduces the gradients of the last micro-batch
+                with contextlib.nullcontext() if sync else train_model.no_sync():
                     with amp():
                         loss = train_model(inputs, positions, targets) / accum
                     scaler.scale(loss).backward()
                 loss_sum += loss.detach()
         except torch.OutOfMemoryError as e:  # keep the work done, and say which knob to turn
-            optimizer.zero_grad(set_to_none=True)
             save()
-            used = (f"; {torch.cuda.max_memory_allocated(device) / 2**30:.1f} of "
-                    f"{torch.cuda.get_device_properties(device).total_memory / 2**30:.1f} GiB at the peak"
-                    if device.type == "cuda" else "")
-            raise CramError(f"out of memory with --micro_batch {cfg.micro_batch} ({str(e).split('. GPU')[0][:80]}"
-                            f"{used}); saved {ckpt_path} at step {step}: continue with --resume --micro_batch "
-                            f"{max(1, cfg.micro_batch // 2)} (the batch target stays, by accumulation)") from None
+            raise CramError(f"out of memory with --micro_batch {cfg.micro_batch} ({str(e).split('. Including')[0]}):"
+                            f" saved {ckpt_path} at step {step}: continue with --resume --micro_batch "
+                            f"{max(1, cfg.micro_batch // 2)} (the batch target stays)") from None
         if world > 1:  # every rank logs and judges the mean loss: a NaN on one rank stops them all, together
             torch.distributed.all_reduce(loss_sum)
             loss_sum /= world

@@ -104,7 +104,8 @@ def test_gpt2_text_gets_the_mask_id_inserted_and_the_mask_takes_the_word_s_leadi
 
 
 def error(*argv):
-    with pytest.raises(SystemExit) as e:
+    with pytest.raises(SystemExit) as e, pytest.MonkeyPatch.context() as m:
+        m.setattr(sys, "argv", ["fill_mask.py"])  # as from the command line: prepare.die names the script
         fill_mask.main([*map(str, argv)])
     message = str(e.value)
     assert message.startswith("fill_mask.py: error:") and "\n" not in message, message

@@ -121,6 +121,24 @@ def test_each_task_runs_end_to_end_and_writes_table_json_and_predictions(task, c
     assert "| model |" in (tmp_path / "glue.md").read_text()
 
 
+def test_before_ampere_fine_tuning_runs_fp16_with_a_grad_scaler(ckpt, glue, tmp_path, monkeypatch):
+    made, seen = [], set()
+    class SpyScaler(torch.amp.GradScaler):
+        def __init__(self, *args, **kw):
+            super().__init__(*args, **kw)
+            made.append(self.is_enabled())
+    encode = CrammedBERT.encode
+    def spy(self, *args, **kw):
+        seen.add(torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else None)
+        return encode(self, *args, **kw)
+    monkeypatch.setattr(fg, "amp_dtype", lambda device: torch.float16)  # what cram.amp_dtype gives a T4
+    monkeypatch.setattr(torch.amp, "GradScaler", SpyScaler)
+    monkeypatch.setattr(CrammedBERT, "encode", spy)
+    table = fg.main([str(ckpt), "--glue_dir", str(glue), "--tasks", "rte", "--epochs", "1", "--seeds", "1",
+                     "--device", "cpu", "--out", str(tmp_path)])
+    assert made == [True] and seen == {torch.float16} and 0 <= table["rte"] <= 100  # training and prediction
+
+
 def test_random_init_keeps_the_architecture_but_not_the_weights(ckpt, glue, tmp_path):
     args = [str(ckpt), "--glue_dir", str(glue), "--tasks", "rte", "--epochs", "1", "--seeds", "1", "--device", "cpu"]
     fg.main(args + ["--out", str(tmp_path / "a")])
