@@ -549,7 +549,7 @@ def train(cfg):
         loss, mask_loss = evaluate(model, val_data, cfg, mask_id, vocab_size, amp) if master else (math.nan, math.nan)
         log(f"eval  {step:6d} | val loss {loss:.4f} | {baseline - loss:+.3f} nats under unigram | [MASK] slots "
             f"{mask_loss:.4f} ({baseline - mask_loss:+.3f}) | budget {100 * t:5.1f}%", step=step, val_loss=loss,
-            val_loss_mask=mask_loss, budget=t)
+            val_loss_mask=mask_loss, budget=t, train_time=train_time, tokens=data_pos * T, flops=data_pos * T * flops)
         return loss
 
     stop = {}
@@ -622,7 +622,7 @@ def train(cfg):
         mfu = f"{100 * tok_s * flops / (peak * world):.1f}%" if peak else "n/a"
         log(f"step {step:6d} | loss {loss_val:.4f} | lr {lr:.2e} | batch {batch:5d} | tok/s {tok_s:9,.0f} | "
             f"mfu {mfu:>5} | budget {100 * progress():5.1f}%", step=step, loss=loss_val, lr=lr, batch=batch,
-            tok_s=tok_s, budget=progress(), train_time=train_time)
+            tok_s=tok_s, budget=progress(), train_time=train_time, tokens=data_pos * T, flops=data_pos * T * flops)
 
     if "signal" in stop:
         save()

@@ -2,6 +2,10 @@
 
     python plot.py out                                  # -> out/training.png
     python plot.py out out_postnorm --png compare.png   # several runs on the same axes, labelled by folder
+    python plot.py runs/sweep/* --x tokens              # runs of other sizes on one axis of compute (log scale)
+
+--x picks the axis: budget (% used, the default), seconds (of budget), tokens (seen) or flops (training FLOPs:
+tokens x the model's FLOPs per token, which cram.py logs): the last two compare models of different sizes.
 
 Reads <run>/metrics.jsonl (one JSON object per optimizer step, plus one per evaluation). matplotlib is an optional
 extra (`pip install matplotlib`), imported only here: cram.py itself never needs it.
@@ -12,7 +16,11 @@ import os
 import sys
 
 
-def read_metrics(run_dir):
+AXES = {"budget": ("budget", 100, "budget used (%)"), "seconds": ("train_time", 1, "training seconds (budget)"),
+        "tokens": ("tokens", 1, "tokens seen"), "flops": ("flops", 1, "training FLOPs (model FLOPs per token x tokens)")}
+
+
+def read_metrics(run_dir, x="budget"):
     """(steps, evals): lists of dicts from run_dir/metrics.jsonl; step records have "loss", evals "val_loss"."""
     path = os.path.join(run_dir, "metrics.jsonl")
     if not os.path.isfile(path):
@@ -28,6 +36,9 @@ def read_metrics(run_dir):
             except (ValueError, KeyError, TypeError) as e:  # JSON errors are ValueErrors
                 raise SystemExit(f"plot.py: error: {path} line {n} is not a cram.py record ({type(e).__name__}: {e}): "
                                  "the file is damaged: delete that line") from None
+            if not isinstance(rec.get(AXES[x][0]), (int, float)):  # tokens, flops, train_time: since 2026-11-24
+                raise SystemExit(f"plot.py: error: {path} line {n} has no number {AXES[x][0]!r} (an older run?): "
+                                 "draw it with --x budget, or train it again")
             (evals if "val_loss" in rec else steps).append(rec)
     if not steps:
         raise SystemExit(f"plot.py: error: {path} holds no training steps yet: let the run take a step first")
@@ -38,8 +49,10 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("runs", nargs="+", help="cram.py output folders (each holds metrics.jsonl)")
     p.add_argument("--png", default=None, help="image to write (default: <first run>/training.png)")
+    p.add_argument("--x", default="budget", choices=list(AXES), help="the horizontal axis (default: budget)")
     args = p.parse_args(argv)
-    runs = [(run, *read_metrics(run)) for run in args.runs]
+    runs = [(run, *read_metrics(run, args.x)) for run in args.runs]
+    key, scale, label = AXES[args.x]
     try:
         import matplotlib
         matplotlib.use("Agg")  # files only, no screen needed
@@ -51,9 +64,9 @@ def main(argv=None):
                                                    gridspec_kw={"height_ratios": [2, 1, 1]})
     for i, (run, steps, evals) in enumerate(runs):
         color = f"C{i}"
-        budget = [100 * s["budget"] for s in steps]
+        budget = [scale * s[key] for s in steps]
         ax_loss.plot(budget, [s["loss"] for s in steps], color=color, alpha=0.35, lw=0.8)
-        name, at = os.path.basename(os.path.normpath(run)), [100 * e["budget"] for e in evals]
+        name, at = os.path.basename(os.path.normpath(run)), [scale * e[key] for e in evals]
         ax_loss.plot(at, [e["val_loss"] for e in evals], "o-", color=color, label=f"{name}: validation (train faint)")
         if evals and "val_loss_mask" in evals[0]:  # written by cram.py since 2026-11-23
             ax_loss.plot(at, [e["val_loss_mask"] for e in evals], "s--", color=color, label=f"{name}: [MASK] slots")
@@ -63,7 +76,9 @@ def main(argv=None):
     ax_loss.legend()
     ax_lr.set_ylabel("learning rate")
     ax_batch.set_ylabel("batch (sequences)")
-    ax_batch.set_xlabel("budget used (%)")
+    ax_batch.set_xlabel(label)
+    if args.x in ("tokens", "flops"):  # sizes far apart: a log axis shows each run's whole curve
+        ax_batch.set_xscale("log")
     for ax in (ax_loss, ax_lr, ax_batch):
         ax.grid(alpha=0.3)
     fig.tight_layout()

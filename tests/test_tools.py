@@ -26,10 +26,12 @@ def write_metrics(run_dir, n=20, mask_column=True):
     lines = []
     for step in range(1, n + 1):
         t = step / n
-        lines.append({"step": step, "loss": 9 - 3 * t, "lr": cram.lr_at(t, 1e-2), "batch": 32 * step, "budget": t})
+        compute = {"train_time": 3 * step, "tokens": 4096 * step, "flops": 4096 * step * 1e6}  # since 2026-11-24
+        lines.append({"step": step, "loss": 9 - 3 * t, "lr": cram.lr_at(t, 1e-2), "batch": 32 * step, "budget": t} |
+                     (compute if mask_column else {}))
         if step % 5 == 0:
             lines.append({"step": step, "val_loss": 9.2 - 3 * t, "budget": t} |
-                         ({"val_loss_mask": 9.5 - 2 * t} if mask_column else {}))
+                         ({"val_loss_mask": 9.5 - 2 * t} | compute if mask_column else {}))
     (run_dir / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     return run_dir
 
@@ -42,6 +44,32 @@ def test_plot_draws_loss_lr_and_batch_of_one_or_several_runs(tmp_path):
     plot.main([str(a), str(b), "--png", str(tmp_path / "both.png")])
     assert (tmp_path / "both.png").stat().st_size > 10_000
     assert not list(tmp_path.rglob("*.tmp.png")), "no temporary picture is left behind"
+
+
+@pytest.mark.parametrize("x", ["seconds", "tokens", "flops"])
+def test_plot_puts_runs_of_different_sizes_on_one_axis_of_compute(x, tmp_path):
+    figure = pytest.importorskip("matplotlib.figure")
+    small, large = write_metrics(tmp_path / "small"), write_metrics(tmp_path / "large", n=10)
+    drawn = {}
+    real = figure.Figure.savefig
+    def keep(fig, *args, **kw):  # what the picture shows, read off the figure before it is written
+        ax = fig.axes[-1]
+        drawn.update(label=ax.get_xlabel(), scale=ax.get_xscale(), x=list(fig.axes[0].lines[1].get_xdata()))
+        return real(fig, *args, **kw)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(figure.Figure, "savefig", keep)
+        plot.main([str(small), str(large), "--x", x, "--png", str(tmp_path / "compute.png")])
+    key = {"seconds": "train_time"}.get(x, x)
+    evals = [json.loads(line) for line in (small / "metrics.jsonl").read_text().splitlines() if "val_loss" in line]
+    assert drawn["x"] == [e[key] for e in evals]  # the small run's validation points, at their compute
+    assert drawn["scale"] == ("linear" if x == "seconds" else "log") and x[:4] in drawn["label"].lower()
+
+
+def test_plot_says_in_one_line_that_an_older_run_lacks_the_compute_axis(tmp_path):
+    old = write_metrics(tmp_path / "old", mask_column=False)  # written before tokens and flops were logged
+    with pytest.raises(SystemExit, match="has no number 'tokens' .*--x budget") as e:
+        plot.main([str(old), "--x", "tokens"])
+    assert len(str(e.value.code).splitlines()) == 1
 
 
 def test_plot_errors_are_one_line(tmp_path):
