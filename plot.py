@@ -53,6 +53,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     runs = [(run, *read_metrics(run, args.x)) for run in args.runs]
     key, scale, label = AXES[args.x]
+    compare = args.x in ("tokens", "flops")
     try:
         import matplotlib
         matplotlib.use("Agg")  # files only, no screen needed
@@ -65,10 +66,12 @@ def main(argv=None):
     for i, (run, steps, evals) in enumerate(runs):
         color = f"C{i}"
         budget = [scale * s[key] for s in steps]
-        ax_loss.plot(budget, [s["loss"] for s in steps], color=color, alpha=0.35, lw=0.8)
         name, at = os.path.basename(os.path.normpath(run)), [scale * e[key] for e in evals]
-        ax_loss.plot(at, [e["val_loss"] for e in evals], "o-", color=color, label=f"{name}: validation (train faint)")
-        if evals and "val_loss_mask" in evals[0]:  # written by cram.py since 2026-11-23
+        if not compare:  # runs of several sizes show validation alone, or the picture is a tangle
+            ax_loss.plot(budget, [s["loss"] for s in steps], color=color, alpha=0.35, lw=0.8)
+        ax_loss.plot(at, [e["val_loss"] for e in evals], "o-", color=color,
+                     label=f"{name}: validation" + " (train faint)" * (not compare))
+        if evals and "val_loss_mask" in evals[0] and not compare:  # written by cram.py since 2026-11-23
             ax_loss.plot(at, [e["val_loss_mask"] for e in evals], "s--", color=color, label=f"{name}: [MASK] slots")
         ax_lr.plot(budget, [s["lr"] for s in steps], color=color)
         ax_batch.plot(budget, [s["batch"] for s in steps], color=color)
@@ -77,7 +80,7 @@ def main(argv=None):
     ax_lr.set_ylabel("learning rate")
     ax_batch.set_ylabel("batch (sequences)")
     ax_batch.set_xlabel(label)
-    if args.x in ("tokens", "flops"):  # sizes far apart: a log axis shows each run's whole curve
+    if compare:  # sizes far apart: a log axis shows each run's whole curve
         ax_batch.set_xscale("log")
     for ax in (ax_loss, ax_lr, ax_batch):
         ax.grid(alpha=0.3)

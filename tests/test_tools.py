@@ -54,7 +54,8 @@ def test_plot_puts_runs_of_different_sizes_on_one_axis_of_compute(x, tmp_path):
     real = figure.Figure.savefig
     def keep(fig, *args, **kw):  # what the picture shows, read off the figure before it is written
         ax = fig.axes[-1]
-        drawn.update(label=ax.get_xlabel(), scale=ax.get_xscale(), x=list(fig.axes[0].lines[1].get_xdata()))
+        small_val = [line for line in fig.axes[0].lines if line.get_label().startswith("small: validation")]
+        drawn.update(label=ax.get_xlabel(), scale=ax.get_xscale(), x=list(small_val[0].get_xdata()))
         return real(fig, *args, **kw)
     with pytest.MonkeyPatch.context() as m:
         m.setattr(figure.Figure, "savefig", keep)
@@ -122,10 +123,10 @@ def flags_of(script):
     return set(re.findall(r"--[a-z_]+", help_text))
 
 
-def python_commands():
-    """Every `python X.py ...` / `torchrun ... X.py ...` in the README (bash blocks, inline code), as (script, args)."""
-    inline = re.findall(r"`((?:python|torchrun) [^`]+)`", README)
-    for block in bash_blocks() + ["\n".join(inline)]:
+def python_commands(text=README):
+    """Every `python X.py ...` / `torchrun ... X.py ...` in a page (bash blocks, inline code), as (script, args)."""
+    inline = re.findall(r"`((?:python|torchrun) [^`]+)`", text)
+    for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S) + ["\n".join(inline)]:
         for line in commands(block):
             for part in line.split("&&"):
                 words = shlex.split(part)
@@ -146,6 +147,26 @@ def test_every_flag_in_a_readme_command_exists_in_its_script():
             assert args[0] in (*exercises.EXERCISES, "all"), f"README names an unknown exercise {args[0]}"
         seen.add(script)
     assert {"prepare.py", "cram.py", "finetune_glue.py", "fill_mask.py", "bench.py", "plot.py", "exercises.py"} <= seen
+
+
+def test_the_scaling_exercise_runs_as_written(tmp_path, capsys):
+    """docs/scaling.md's commands, each run for 2 steps on toy data (its own shapes and flags), then its plots."""
+    from test_cram import write_data
+    page = (ROOT / "docs" / "scaling.md").read_text()
+    data, runs = write_data(tmp_path / "data"), []
+    for script, args in python_commands(page):
+        unknown = [a for a in args if a.startswith("--") and a not in flags_of(script)]
+        assert not unknown, f"docs/scaling.md: `{script}` has no flag {unknown}"
+        if script == "cram.py" and "--out_dir" in args:  # a run of the sweep (not `cram.py --help`)
+            run = tmp_path / args[args.index("--out_dir") + 1]
+            args = [*args, "--data_dir", str(data), "--out_dir", str(run), "--max_steps", "2", "--eval_seqs", "8",
+                    "--micro_batch", "4", "--batch_size", "8", "--device", "cpu"]  # later flags win
+            assert cram.main(args) > 0
+            runs.append(str(run))
+        elif script == "plot.py" and "--x" in args:
+            x = args[args.index("--x") + 1]
+            plot.main([*runs, "--x", x, "--png", str(tmp_path / f"{x}.png")])
+    assert len(runs) >= 6 and len(list(tmp_path.glob("*.png"))) >= 2, "six sizes and shapes, two pictures"
 
 
 def test_the_file_tree_lists_every_script():
