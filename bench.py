@@ -4,8 +4,8 @@
     python bench.py --preset paper --micro_batch 32 --rounds 3   # CPU: also the fp32 matmul ceiling, same run
     python bench.py --preset tiny --hf                           # + Hugging Face BertForMaskedLM, same shape
 
-Every candidate runs in the precision train() would pick here (cram.amp_dtype: bf16 from Ampere on, fp16 before
-it, fp32 on a CPU), so a ratio compares code, not precisions; on a GPU each also gets its own peak memory.
+Every candidate runs in the precision train() would pick here (hardware.amp_dtype: bf16 from Ampere on, fp16
+before it, fp32 on a CPU), so a ratio compares code, not precisions; on a GPU each also gets its own peak memory.
 
 Timings on a shared CPU are noisy, so the candidates (ours, the matmul ceiling, transformers' BERT) are run
 interleaved, `--rounds` times, and only ratios taken within one round are reported (their median).
@@ -19,10 +19,11 @@ import time
 import torch
 
 import cram
+import hardware
 
 
 def autocast(device):
-    dtype = cram.amp_dtype(device)
+    dtype = hardware.amp_dtype(device)
     return torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
 
 
@@ -45,7 +46,7 @@ def ours(cfg, vocab, T, device, compile_, accum):
     model = cram.CrammedBERT(cfg, vocab, T).to(device)
     optimizer = cram.make_optimizer(model, cfg, device)
     step_model = torch.compile(model) if compile_ else model
-    scaler = torch.amp.GradScaler(device.type, enabled=cram.amp_dtype(device) == torch.float16)
+    scaler = torch.amp.GradScaler(device.type, enabled=hardware.amp_dtype(device) == torch.float16)
     ids = torch.randint(5, vocab, (cfg.micro_batch, T), device=device)
     gen = torch.Generator(device=device).manual_seed(0)
 
@@ -86,7 +87,7 @@ def hf_bert(cfg, vocab, T, device, accum):
 
 def matmul(device, n=4096):
     """The device's own ceiling: a large square matmul in the training precision; returns (fn, FLOPs per call)."""
-    dtype = cram.amp_dtype(device) or torch.float32
+    dtype = hardware.amp_dtype(device) or torch.float32
     a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
     return (lambda: a @ b), 2 * n ** 3
 
@@ -149,11 +150,12 @@ def main(argv=None):
     tok_s = tokens / med["ours"]
     achieved = tok_s * flops
     ceiling = mm_flops / med["matmul"]
-    peak = cram.device_peak_flops(device)
+    peak = hardware.device_peak_flops(device)
     print(f"ours:   {tok_s:12,.0f} tokens/s | {flops / 1e6:.0f} MFLOP/token | {achieved / 1e12:.3f} TFLOP/s | "
           f"{'MFU %.1f%%' % (100 * achieved / peak) if peak else 'MFU n/a (no known peak)'}")
     ratios = [(tokens * flops / o) / (mm_flops / m) for o, m in zip(results["ours"], results["matmul"])]
-    print(f"matmul: {ceiling / 1e12:.3f} TFLOP/s (4096^2, {str(cram.amp_dtype(device) or torch.float32)[6:]}) | "
+    mm_dtype = str(hardware.amp_dtype(device) or torch.float32)[6:]
+    print(f"matmul: {ceiling / 1e12:.3f} TFLOP/s (4096^2, {mm_dtype}) | "
           f"model FLOP/s over matmul ceiling: {100 * statistics.median(ratios):.1f}% (median of {args.rounds})")
     if "hf" in results:
         speedups = [h / o for h, o in zip(results["hf"], results["ours"])]

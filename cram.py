@@ -27,11 +27,9 @@ import inspect
 import json
 import math
 import os
-import platform
 import re
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, fields
@@ -41,6 +39,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from hardware import amp_dtype, device_peak_flops, run_info  # what the machine is, and can do
 from prepare import read_meta
 
 
@@ -59,6 +58,7 @@ class Config:
     ffn_hidden: int = 3072        # first FFN Linear output; halved by the GLU gate, so 1536 -> d
     pos_scale_init: float = 1.0   # the position scalar starts at this x 1/sqrt(n_embd) (paper: 1; tiny: 0, notes)
     local_bias: float = 0.0       # > 0: attention bias -slope*|i-j|, slopes local_bias/2^h, last head 0 (paper: 0)
+    narrow: int = 0               # NarrowBERT: the last N blocks compute only the positions whose output is needed
     norm_eps: float = 1e-12       # LayerNorm epsilon
     dropout: float = 0.0          # off during pretraining (the paper); finetune_glue.py turns it on
     # objective
@@ -209,9 +209,14 @@ class Attention(nn.Module):
         self.qkv = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=False)
         self.out = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
 
-    def forward(self, x, attn_mask=None):                                          # x (B, T, C)
+    def forward(self, x, attn_mask=None, kv=None):                                 # x (B, T, C)
         B, T, C = x.shape
-        q, k, v = self.qkv(x).view(B, T, 3, self.n_head, C // self.n_head).permute(2, 0, 3, 1, 4)  # (B, H, T, D)
+        H, D = self.n_head, C // self.n_head
+        if kv is None:  # self-attention, one fused matmul
+            q, k, v = self.qkv(x).view(B, T, 3, H, D).permute(2, 0, 3, 1, 4)                   # (B, H, T, D)
+        else:  # a narrow block: queries at x's T positions, keys and values at every position of kv (B, S, C)
+            q = F.linear(x, self.qkv.weight[:C]).view(B, T, H, D).transpose(1, 2)                 # (B, H, T, D)
+            k, v = F.linear(kv, self.qkv.weight[C:]).view(B, -1, 2, H, D).permute(2, 0, 3, 1, 4)  # (B, H, S, D)
         if attn_mask is not None and attn_mask.is_floating_point():  # a float bias must match q (bf16 in autocast)
             attn_mask = attn_mask.to(q.dtype)
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask,
@@ -243,8 +248,8 @@ class Block(nn.Module):
         self.ffn = GLUFeedForward(cfg)
         self.drop = nn.Dropout(cfg.dropout)
 
-    def forward(self, x, attn_mask=None):
-        x = x + self.drop(self.attn(self.norm1(x), attn_mask))
+    def forward(self, x, attn_mask=None, context=None):  # context: a narrow block's keys and values (NarrowBERT)
+        x = x + self.drop(self.attn(self.norm1(x), attn_mask, None if context is None else self.norm1(context)))
         return x + self.drop(self.ffn(self.norm2(x)))
 
 
@@ -253,7 +258,7 @@ class CrammedBERT(nn.Module):
         super().__init__()
         self.embed = Embeddings(cfg, vocab_size, seq_len)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
-        self.final_norm = nn.LayerNorm(cfg.n_embd, eps=cfg.norm_eps)
+        self.final_norm, self.narrow = nn.LayerNorm(cfg.n_embd, eps=cfg.norm_eps), cfg.narrow
         distance = (torch.arange(seq_len)[:, None] - torch.arange(seq_len)[None, :]).abs()         # (T, T)
         slopes = cfg.local_bias / 2.0 ** torch.arange(cfg.n_head)                                  # (H,)
         slopes[-1] = 0.0  # the last head sees the whole row: [CLS] must, to classify a sentence (notes)
@@ -263,22 +268,31 @@ class CrammedBERT(nn.Module):
             if isinstance(m, (nn.Linear, nn.Embedding)):
                 nn.init.normal_(m.weight, mean=0.0, std=0.02)
 
-    def encode(self, ids, pad_mask=None):
-        """Hidden states (B, T, C). pad_mask (B, T) is True on real tokens (fine-tuning pads; pretraining not)."""
+    def encode(self, ids, pad_mask=None, positions=None):
+        """Hidden states (B, T, C), or (B, k, C) at positions (B, k). pad_mask (B, T) is True on real tokens
+        (fine-tuning pads; pretraining not). The last cfg.narrow blocks (NarrowBERT, Li et al. 2023) take keys and
+        values from the last wide block's output, so computing only the needed positions is exact."""
         attn_mask = None if pad_mask is None else pad_mask[:, None, None, :]         # (B, 1, 1, T) keys
         if self.attn_bias is not None:  # the local bias, with padded keys at -inf
             bias = self.attn_bias[:, :ids.shape[1], :ids.shape[1]]                     # (H, T, T)
             attn_mask = bias if attn_mask is None else bias.masked_fill(~attn_mask, float("-inf"))
-        x = self.embed(ids)
-        for block in self.blocks:
+        x, wide = self.embed(ids), len(self.blocks) - self.narrow
+        for block in self.blocks[:wide]:
             x = block(x, attn_mask)
+        context = x  # what every narrow block attends to
+        if positions is not None:
+            x = x.gather(1, positions[..., None].expand(-1, -1, x.shape[-1]))                 # (B, k, C)
+            if self.narrow and attn_mask is not None and attn_mask.shape[-2] > 1:  # the bias rows of these queries
+                m = attn_mask.expand(len(ids), *attn_mask.shape[-3:])                        # (B, H, T, T)
+                attn_mask = m.gather(2, positions[:, None, :, None].expand(-1, m.shape[1], -1, m.shape[3]))
+        for block in self.blocks[wide:]:
+            x = block(x, attn_mask, context)
         return self.final_norm(x)
 
     def forward(self, ids, positions, targets=None):
         """Sparse MLM logits (B, k, V): the tied decoder runs only at the masked positions (B, k). With targets (B, k)
         their mean cross-entropy, computed in the compiled model: the logits are never copied to fp32 outside it."""
-        h = self.encode(ids)                                                           # (B, T, C)
-        h = h.gather(1, positions[..., None].expand(-1, -1, h.shape[-1]))              # (B, k, C)
+        h = self.encode(ids, positions=positions)                                      # (B, k, C)
         logits = h @ self.embed.tok.weight.T                                           # (B, k, V)
         if targets is None:
             return logits
@@ -286,33 +300,13 @@ class CrammedBERT(nn.Module):
 
 
 def flops_per_token(model, cfg, seq_len):
-    """RECIPE.md: 6 * non-embedding params + attention 12*L*d*T + sparse head 6*d*V*mask_rate (fwd + bwd)."""
+    """RECIPE.md: 6 * non-embedding params + attention 12*L*d*T + sparse head 6*d*V*mask_rate (fwd + bwd). A narrow
+    block runs its key/value weights (2 d^2) at every position, the rest and its attention at mask_rate of them."""
     vocab, d = model.embed.tok.weight.shape
     n_nonembed = sum(p.numel() for p in model.parameters()) - vocab * d
-    return 6 * n_nonembed + 12 * cfg.n_layer * d * seq_len + 6 * d * vocab * cfg.mask_rate
-
-
-# Dense tensor-core peak FLOP/s in the precision amp_dtype picks (bf16; fp16 before Ampere), for MFU. The whole
-# name of torch.cuda.get_device_name() must match: "H100 PCIe" is not an H100 SXM, "RTX A1000" no A100; else n/a.
-GPU_PEAK_FLOPS = {r"NVIDIA H100 80GB HBM3|NVIDIA H100 SXM.*|NVIDIA H200": 989e12, r"NVIDIA H100 PCIe": 756e12,
-                  r"NVIDIA A100[- ](SXM4|PCIE|80GB).*": 312e12, r"NVIDIA L40S": 362e12, r"NVIDIA RTX A6000": 155e12,
-                  r"NVIDIA GeForce RTX 4090": 165e12, r"NVIDIA GeForce RTX 3090": 71e12, r"NVIDIA RTX A4000": 77e12,
-                  r"NVIDIA A10G": 70e12, r"NVIDIA L4": 121e12, r"Tesla V100-SXM2.*": 125e12,
-                  r"Tesla V100-PCIE.*": 112e12, r"Tesla T4": 65e12}
-
-
-def device_peak_flops(device):
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "a CPU or MPS: no peak"
-    return next((v for pattern, v in GPU_PEAK_FLOPS.items() if re.fullmatch(pattern, name)), None)
-
-
-def amp_dtype(device):
-    """Autocast precision, what the GPU computes natively: bf16 from Ampere (capability 8.0) on; fp16 with a GradScaler
-    before it (T4 7.5, V100 7.0: is_bf16_supported() says yes, but emulated, with no flash attention or compiled
-    kernels for it); None (fp32) on the CPU and MPS."""
-    if device.type != "cuda":
-        return None
-    return torch.bfloat16 if torch.cuda.get_device_capability(device) >= (8, 0) else torch.float16
+    per_block = 6 * (sum(p.numel() for p in model.blocks[0].parameters()) - 2 * d * d) + 12 * d * seq_len
+    return (6 * n_nonembed + 12 * cfg.n_layer * d * seq_len + 6 * d * vocab * cfg.mask_rate
+            - cfg.narrow * (1 - cfg.mask_rate) * per_block)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -379,20 +373,6 @@ def load_model(ckpt_path, device="cpu"):
     return model.to(device), cfg, meta
 
 
-def run_info(device):
-    """Versions, device and git commit: every log and checkpoint records where its numbers came from."""
-    git = lambda *a: subprocess.run(["git", *a], capture_output=True, text=True, timeout=5,  # noqa: E731
-                                    cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
-    try:  # "-dirty": the code that ran differs from the commit
-        commit = git("rev-parse", "--short", "HEAD") + ("-dirty" if git("status", "--porcelain", "--", "*.py") else "")
-    except (OSError, subprocess.SubprocessError):
-        commit = ""
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu"
-    return {"python": platform.python_version(), "torch": str(torch.__version__), "numpy": np.__version__,
-            "device": f"{device.type}: {name}", "threads": torch.get_num_threads(), "git": commit or "unknown",
-            "host": platform.node(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
-
-
 # ----------------------------------------------------------------------------------------------------------------
 # Training.
 
@@ -431,7 +411,7 @@ def resume(path, cfg, meta, model, optimizer, scaler):
     ckpt = read_checkpoint(path)  # on the CPU: the RNG state must stay there, the rest is copied to the device
     try:
         was, now = {**asdict(Config(**ckpt["config"])), **ckpt["meta"]}, {**asdict(cfg), **meta}  # new fields: defaults
-        for key in ("n_layer", "n_embd", "n_head", "ffn_hidden", "local_bias", "mask_rate", "tokenizer",
+        for key in ("n_layer", "n_embd", "n_head", "ffn_hidden", "local_bias", "narrow", "mask_rate", "tokenizer",
                     "vocab_size", "seq_len", "num_sequences"):  # the model, and the data in --data_dir
             if was.get(key) != now.get(key):
                 raise CramError(f"{path} was trained with {key}={was.get(key)} but this run has {now.get(key)}: use "
@@ -454,6 +434,7 @@ def check_config(cfg):
         (min(cfg.n_layer, cfg.n_head) >= 1 and cfg.n_embd % cfg.n_head == 0 and cfg.n_embd % 2 == 0,
          f"--n_layer and --n_head must be >= 1, --n_embd {cfg.n_embd} even (sin/cos pairs) and split into "
          f"{cfg.n_head} equal heads"),
+        (0 <= cfg.narrow < cfg.n_layer, f"--narrow must be in [0, --n_layer {cfg.n_layer}): a wide block first"),
         (cfg.ffn_hidden >= 2 and cfg.ffn_hidden % 2 == 0,
          f"--ffn_hidden {cfg.ffn_hidden} must be even (the GLU halves it)"),
         (0 < cfg.mask_rate < 1, f"--mask_rate must be between 0 and 1 (got {cfg.mask_rate})"),

@@ -50,6 +50,8 @@ def ex_masking(cram):
           f"positions/targets must be (B, k) = ({B}, 32) for T=128 at 25%, got {tuple(positions.shape)}")
     check(inputs.shape == ids.shape, f"inputs must keep the shape of ids {tuple(ids.shape)}")
     check(all(len(set(row.tolist())) == 32 for row in positions), "the k positions of a row must be distinct")
+    check(len({tuple(sorted(row)) for row in positions.tolist()}) == B,
+          "every sequence must get its own random positions (rows of one batch share them)")
     check(torch.equal(targets, ids.gather(1, positions)), "targets must be the original tokens at the positions")
     untouched = torch.ones_like(ids, dtype=torch.bool).scatter(1, positions, False)
     check(torch.equal(inputs[untouched], ids[untouched]), "tokens outside the positions must stay unchanged")
@@ -151,8 +153,9 @@ def ex_glu(cram):
 def ex_sparse_head(cram):
     """Sparse prediction (paper 4.2): run the tied vocabulary projection only at the masked positions.
 
-    Reimplement `CrammedBERT.forward(ids, positions)`: encode, take the hidden states at `positions` (B, k), and
-    multiply them by the token-embedding matrix (tied decoder, no bias): logits (B, k, V).
+    Reimplement `CrammedBERT.forward(ids, positions, targets=None)`: encode, take the hidden states at `positions`
+    (B, k), and multiply them by the token-embedding matrix (tied decoder, no bias): logits (B, k, V). With targets
+    (B, k), return their mean cross-entropy instead (training computes its loss inside the model).
     """
     torch.manual_seed(0)
     model = cram.CrammedBERT(small_cfg(cram), 100, 16).eval()
@@ -162,6 +165,9 @@ def ex_sparse_head(cram):
     dense = model.encode(ids) @ model.embed.tok.weight.T                        # (B, T, V): every position
     close(logits, dense.gather(1, positions[..., None].expand(-1, -1, 100)),
           "sparse logits vs the dense logits at the masked positions (is the decoder tied to embed.tok?)", 1e-4)
+    targets = torch.randint(0, 100, (3, 4))
+    close(model(ids, positions, targets), F.cross_entropy(logits.reshape(-1, 100), targets.reshape(-1)),
+          "model(ids, positions, targets) vs the mean cross-entropy of the logits", 1e-4)
 
 
 def ex_prenorm(cram):
@@ -208,6 +214,12 @@ def ex_attention(cram):
     want = (scores.softmax(-1) @ v).transpose(1, 2).reshape(B, T, C) @ attn.out.weight.T
     close(attn(x, keep[:, None, None, :]), want, "Attention vs softmax(q k^T / sqrt(d_head)) v with padding mask",
           1e-4)
+    scores = (q @ k.transpose(-1, -2)) / math.sqrt(C // H)                        # no mask: pretraining's path
+    want = (scores.softmax(-1) @ v).transpose(1, 2).reshape(B, T, C) @ attn.out.weight.T
+    close(attn(x), want, "Attention with no mask (pretraining) vs softmax over every key: no causal mask", 1e-4)
+    bias = torch.randn(H, T, T)                                                   # a float mask is added
+    want = ((scores + bias).softmax(-1) @ v).transpose(1, 2).reshape(B, T, C) @ attn.out.weight.T
+    close(attn(x, bias), want, "Attention with a float attn_mask (H, T, T) vs softmax(scores + mask)", 1e-4)
 
 
 def ex_local_bias(cram):
@@ -232,15 +244,56 @@ def ex_local_bias(cram):
     pad = torch.ones(2, T, dtype=torch.bool)
     pad[1, 10:] = False                                                            # row 1 ends in 6 pad tokens
     with torch.no_grad():
-        out = model.encode(ids, pad)
+        out, plain = model.encode(ids, pad), model.encode(ids)  # with padding (fine-tuning), without (pretraining)
+        close(plain, model.encode(ids, torch.ones(2, T, dtype=torch.bool)),
+              "encode without a pad_mask must equal encode with one that pads nothing (the bias in both)", 1e-4)
         model.attn_bias.zero_()
         check((model.encode(ids, pad) - out).abs().max().item() > 1e-3,
               "encode must use attn_bias: zeroing it changed nothing")
+        check((model.encode(ids) - plain).abs().max().item() > 1e-3,
+              "encode must use attn_bias when no pad_mask is given too (pretraining's path)")
         model.attn_bias.copy_(want)
         other = ids.clone()
         other[1, 10:] = 7                                                          # other tokens under the padding
         close(model.encode(other, pad)[1, :10], out[1, :10],
               "with the bias on, padded keys must still be ignored (-inf in the mask)", 1e-4)
+
+
+def ex_narrow(cram):
+    """NarrowBERT (Li et al. 2023): the last blocks compute only the positions whose output is needed.
+
+    Reimplement the `kv` branch of `Attention.forward` (queries from x, keys and values from kv (B, S, C), with the
+    same `qkv` weights) and the `positions` path of `CrammedBERT.encode`: the first n_layer - narrow blocks run on
+    every position and their output is the context; then only the rows at `positions` (B, k) go on (with the local
+    bias's rows for those queries), and each narrow block attends from them to the context, normalised by its own
+    norm1. Without `positions` the narrow blocks run every row, the same way. As no narrow block reads another
+    position's narrow state, both agree at those positions: skipping the rest is exact, and fine-tuning sees the
+    model that pretraining trained.
+    """
+    torch.manual_seed(0)
+    T, C, H = 16, 32, 4
+    for bias in (0.0, 1.0):
+        model = cram.CrammedBERT(small_cfg(cram, n_layer=3, narrow=2, local_bias=bias), 50, T).eval()
+        ids, positions = torch.randint(5, 50, (2, T)), torch.stack([torch.randperm(T)[:4] for _ in range(2)])
+        mask = model.attn_bias if bias else None
+        with torch.no_grad():  # the reference, by hand: one wide block, then two narrow ones on every position
+            x = context = model.blocks[0](model.embed(ids), mask)
+            for block in model.blocks[1:]:
+                w, (q_in, kv_in) = block.attn.qkv.weight, (block.norm1(x), block.norm1(context))
+                q = (q_in @ w[:C].T).view(2, T, H, C // H).transpose(1, 2)
+                k, v = ((kv_in @ w[i * C:(i + 1) * C].T).view(2, T, H, C // H).transpose(1, 2) for i in (1, 2))
+                scores = q @ k.transpose(-1, -2) / math.sqrt(C // H) + (0 if mask is None else mask)
+                x = x + (scores.softmax(-1) @ v).transpose(1, 2).reshape(2, T, C) @ block.attn.out.weight.T
+                x = x + block.ffn(block.norm2(x))
+            want = model.final_norm(x)
+            at = positions[..., None].expand(-1, -1, C)
+            what = f"with local_bias {bias}"
+            close(model.encode(ids), want, f"encode(ids) vs the narrow blocks run by hand on every position, {what}",
+                  1e-4)
+            close(model.encode(ids, positions=positions), want.gather(1, at),
+                  f"encode(ids, positions=...) vs the same rows of the full computation, {what}", 1e-4)
+            close(model(ids, positions), want.gather(1, at) @ model.embed.tok.weight.T,
+                  f"the sparse logits of a narrow model vs the full computation's, {what}", 1e-4)
 
 
 EXERCISES = {name[3:]: fn for name, fn in list(globals().items()) if name.startswith("ex_")}

@@ -11,7 +11,6 @@ WordPiece pieces that continue a word are shown with their "##"; GPT-2 tokens ar
 import argparse
 import re
 import sys
-from pathlib import Path
 
 import torch
 

@@ -5,7 +5,7 @@
     python finetune_glue.py out/ckpt.pt --vs_random                       # and from random weights, side by side
 
 One recipe for all tasks, named by the checkpoint's preset (PAPER, TINY below; flags win): [CLS] A [SEP] B [SEP], a
-fresh head, cross-entropy (STS-B: MSE), AdamW, warm-up then cosine decay, cram.amp_dtype's precision on CUDA; dev
+fresh head, cross-entropy (STS-B: MSE), AdamW, warm-up then cosine decay, mixed precision on CUDA (hardware.py); dev
 metrics after the last epoch, median over seeds. Outputs in --out (default: the checkpoint's folder): glue.md (the
 table), glue.json (every number, per seed, settings, wall times), predictions/<set>[.random_init].tsv (index,
 prediction, label; median seed's).
@@ -26,7 +26,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from cram import CramError, CrammedBERT, amp_dtype, load_model, pick_device, run_info
+from cram import CramError, CrammedBERT, load_model, pick_device
+from hardware import amp_dtype, run_info
 from prepare import checkpoint_tokenizer
 
 # Recipes, named by the checkpoint's preset; every value is also a flag, which wins. The paper's "GLUE-sane" set:

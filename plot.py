@@ -17,7 +17,7 @@ import sys
 
 
 AXES = {"budget": ("budget", 100, "budget used (%)"), "seconds": ("train_time", 1, "training seconds (budget)"),
-        "tokens": ("tokens", 1, "tokens seen"), "flops": ("flops", 1, "training FLOPs (model FLOPs per token x tokens)")}
+        "tokens": ("tokens", 1, "tokens seen"), "flops": ("flops", 1, "training FLOPs (FLOPs per token x tokens)")}
 
 
 def read_metrics(run_dir, x="budget"):

@@ -81,6 +81,41 @@ def test_sparse_head_equals_dense_logits_at_the_masked_positions():
     torch.testing.assert_close(model(ids, positions), expected)
 
 
+@pytest.mark.parametrize("narrow, local_bias", [(1, 0.0), (2, 0.0), (1, 1.0), (2, 1.0)])
+def test_narrow_blocks_compute_only_the_masked_positions_and_that_is_exact(narrow, local_bias):
+    torch.manual_seed(0)
+    model = CrammedBERT(Config(**{**TINY, "n_layer": 3, "narrow": narrow, "local_bias": local_bias}), 50, 16).eval()
+    ids, positions = torch.randint(0, 50, (2, 16)), torch.tensor([[0, 5, 9, 12], [1, 2, 15, 7]])
+    dense = model.encode(ids) @ model.embed.tok.weight.T                      # every position, as fine-tuning sees
+    torch.testing.assert_close(model(ids, positions), dense.gather(1, positions[..., None].expand(-1, -1, 50)))
+    other = ids.clone()
+    other[:, 3] = (ids[:, 3] + 1) % 50  # a narrow block's keys and values are the last wide block's, at every position
+    assert not torch.allclose(model(other, positions), model(ids, positions))
+
+
+def test_a_narrow_block_reads_keys_and_values_from_the_last_wide_block():
+    torch.manual_seed(0)
+    model = CrammedBERT(Config(**{**TINY, "n_layer": 2, "narrow": 1}), 50, 16).eval()
+    ids = torch.randint(0, 50, (2, 16))
+    wide, narrow = model.blocks
+    with torch.no_grad():
+        x = wide(model.embed(ids))
+        want = model.final_norm(narrow(x, None, x))  # queries and keys from the same states: the same, here
+        torch.testing.assert_close(model.encode(ids), want)
+        one = model.encode(ids, positions=torch.tensor([[3], [7]]))              # (B, 1, C): one query, all keys
+        torch.testing.assert_close(one[:, 0], torch.stack([want[0, 3], want[1, 7]]))
+
+
+def test_narrow_off_is_the_paper_model_and_narrow_blocks_cost_fewer_flops():
+    cfg = Config()
+    assert cfg.narrow == 0 and cram.parse_config(["--preset", "paper"]).narrow == 0
+    with torch.device("meta"):
+        model = CrammedBERT(cfg, 32768, 128)
+        flops = {n: cram.flops_per_token(model, Config(narrow=n), 128) for n in (0, 8, 12)}
+    assert round(flops[0] / 1e6) == 623  # RECIPE.md's count
+    assert round(flops[0] / flops[8], 1) == 1.4 and round(flops[0] / flops[12], 1) == 1.7
+
+
 def test_sdpa_attention_equals_naive_softmax_attention_with_padding_mask():
     torch.manual_seed(0)
     attn = cram.Attention(Config(**TINY)).eval()
@@ -324,7 +359,8 @@ def test_bad_inputs_get_one_line_errors(tmp_path):
     (["--ffn_hidden", "511"], "--ffn_hidden 511 must be even"),
     (["--beta2", "1"], "--beta2"), (["--weight_decay", "-0.1"], "--weight_decay >= 0"),
     (["--dropout", "1"], "--dropout"), (["--local_bias", "-1"], "--local_bias >= 0"),
-    (["--n_head", "1"], "with >= 2 heads"),
+    (["--n_head", "1"], "with >= 2 heads"), (["--narrow", "2"], "--narrow must be in [0, --n_layer 2)"),
+    (["--narrow", "-1"], "--narrow must be in"),
     (["--eval_every", "0"], "--eval_every must be > 0"), (["--eval_seqs", "0"], "--eval_seqs >= 1"),
     (["--ramp_until", "2"], "--ramp_until"), (["--max_steps", "-1"], "--max_steps >= 0"),
     (["--budget_hours", "0"], "--budget_hours must be > 0"), (["--compile", "yes"], "--compile must be auto"),

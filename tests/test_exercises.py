@@ -16,14 +16,37 @@ MISTAKES = {
     "batch_ramp": ("max(t, 0.0) / ramp_until", "max(t, 0.0)", "batch_size_at(0.6"),
     "positions": ("torch.pow(10000.0,", "torch.pow(1000.0,", "sinusoidal_table vs sin"),
     "glu": ("x, gate = self.up(x).chunk(2, dim=-1)", "gate, x = self.up(x).chunk(2, dim=-1)", "first_half * GELU"),
-    "sparse_head": ("h = h.gather(1, positions[..., None].expand(-1, -1, h.shape[-1]))",
-                    "h = h[:, : positions.shape[1]]", "dense logits at the masked positions"),
-    "prenorm": ("x = x + self.drop(self.attn(self.norm1(x), attn_mask))",
-                "x = self.norm1(x + self.drop(self.attn(x, attn_mask)))", "pre-LN block must return x unchanged"),
+    "sparse_head": ("x = x.gather(1, positions[..., None].expand(-1, -1, x.shape[-1]))",
+                    "x = x[:, : positions.shape[1]]", "dense logits at the masked positions"),
+    "prenorm": ("x = x + self.drop(self.attn(self.norm1(x), attn_mask, None if context is None else "
+                "self.norm1(context)))", "x = self.norm1(x + self.drop(self.attn(x, attn_mask, context)))",
+                "pre-LN block must return x unchanged"),
+    "narrow": ("self.norm1(context)))", "context))", "narrow blocks run by hand"),
     "attention": ("attn_mask=attn_mask,\n", "attn_mask=None,\n", "with padding mask"),
     "local_bias": ("slopes = cfg.local_bias / 2.0 ** torch.arange(cfg.n_head)",
                    "slopes = cfg.local_bias * torch.ones(cfg.n_head)", "attn_bias vs -local_bias / 2^h"),
 }
+
+
+# slips that once passed every check (the checks now cover the path pretraining uses, not only fine-tuning's)
+MORE_MISTAKES = [
+    ("attention", "dropout_p=self.dropout if self.training else 0.0)",
+     "dropout_p=self.dropout if self.training else 0.0, is_causal=attn_mask is None)", "no causal mask"),
+    ("local_bias", "if self.attn_bias is not None:", "if self.attn_bias is not None and pad_mask is not None:",
+     "(the bias in both)"),
+    ("masking", "scores = torch.rand(B, T, generator=generator, device=ids.device)",
+     "scores = torch.rand(1, T, generator=generator, device=ids.device).expand(B, T)", "its own random positions"),
+]
+
+
+@pytest.mark.parametrize("name, right, wrong, words", MORE_MISTAKES)
+def test_slips_in_the_pretraining_path_are_caught_too(name, right, wrong, words, tmp_path, capsys):
+    source = (ROOT / "cram.py").read_text()
+    assert source.count(right) == 1, f"the line {right!r} is no longer in cram.py: update MORE_MISTAKES"
+    (tmp_path / "my_cram.py").write_text(source.replace(right, wrong))
+    assert exercises.main([name, "--file", str(tmp_path / "my_cram.py")]) == 1
+    out = capsys.readouterr().out
+    assert f"FAIL  {name}:" in out and words in out, out
 
 
 def student_copy(tmp_path, name):
@@ -45,7 +68,7 @@ def test_there_are_at_least_five_exercises_each_with_an_assignment():
 
 def test_the_reference_cram_py_passes_every_exercise(capsys):
     assert exercises.main(["all", "--file", str(ROOT / "cram.py")]) == 0
-    assert "9 of 9 passed" in capsys.readouterr().out
+    assert "10 of 10 passed" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("name", sorted(MISTAKES))
@@ -58,7 +81,7 @@ def test_each_check_catches_a_typical_mistake_and_says_what_differs(name, tmp_pa
 def test_a_mistake_in_one_idea_does_not_fail_the_others(tmp_path, capsys):
     exercises.main(["all", "--file", str(student_copy(tmp_path, "glu"))])
     out = capsys.readouterr().out
-    assert "FAIL  glu" in out and "8 of 9 passed" in out
+    assert "FAIL  glu" in out and "9 of 10 passed" in out
 
 
 def test_a_crash_in_the_student_code_is_a_failure_with_its_reason(tmp_path, capsys):

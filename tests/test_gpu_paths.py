@@ -11,6 +11,7 @@ import torch
 
 from test_cram import ROOT, TINY_FLAGS, write_data
 import cram  # noqa: E402  (test_cram put the project on sys.path)
+import hardware  # noqa: E402
 
 
 def run_tiny(tmp_path, *flags, out="out"):
@@ -28,8 +29,8 @@ def run_tiny(tmp_path, *flags, out="out"):
 def test_bf16_from_ampere_on_and_fp16_before_it_even_where_bf16_is_emulated(capability, dtype, monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)  # what a T4 answers (emulation)
-    assert cram.amp_dtype(torch.device("cuda", 0)) == dtype
-    assert cram.amp_dtype(torch.device("cpu")) is None and cram.amp_dtype(torch.device("mps")) is None
+    assert hardware.amp_dtype(torch.device("cuda", 0)) == dtype
+    assert hardware.amp_dtype(torch.device("cpu")) is None and hardware.amp_dtype(torch.device("mps")) is None
 
 
 class SpyScaler(torch.amp.GradScaler):
@@ -83,8 +84,8 @@ def test_torch_compile_trains_the_model_with_its_loss_inside_under_autocast():
     ("NVIDIA H100 NVL", None), ("NVIDIA H200", 989e12), ("NVIDIA B200", None)])
 def test_mfu_uses_a_peak_only_for_a_gpu_named_exactly(name, peak, monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: name)
-    assert cram.device_peak_flops(torch.device("cuda", 0)) == peak
-    assert cram.device_peak_flops(torch.device("cpu")) is None
+    assert hardware.device_peak_flops(torch.device("cuda", 0)) == peak
+    assert hardware.device_peak_flops(torch.device("cpu")) is None
 
 
 # ---------------------------------------------------------------------------------------------- checkpoints
@@ -98,7 +99,8 @@ def test_resume_reads_to_the_cpu_and_restores_a_model_on_another_device(tmp_path
     meta = ckpt["meta"]
     with torch.device("meta"):  # stands in for CUDA: any tensor off the CPU made set_rng_state raise TypeError
         model = cram.CrammedBERT(cfg, meta["vocab_size"], meta["seq_len"])
-    optimizer, scaler = cram.make_optimizer(model, cfg, torch.device("meta")), torch.amp.GradScaler("cuda", enabled=False)
+    optimizer = cram.make_optimizer(model, cfg, torch.device("meta"))
+    scaler = torch.amp.GradScaler("cuda", enabled=False)
     step, train_time, data_pos, _, micro = cram.resume(str(path), cfg, meta, model, optimizer, scaler)
     assert (step, data_pos, micro) == (3, ckpt["data_pos"], 4) and train_time > 0
     assert torch.equal(torch.get_rng_state(), ckpt["rng"]["torch"])
@@ -248,7 +250,7 @@ def test_bench_times_hugging_face_s_bert_in_the_same_precision_as_ours(monkeypat
             return types.SimpleNamespace(loss=self.linear(torch.ones(2, 4)).float().sum())
     monkeypatch.setitem(sys.modules, "transformers", types.SimpleNamespace(
         BertConfig=lambda **kw: kw, BertForMaskedLM=BertForMaskedLM))
-    monkeypatch.setattr(cram, "amp_dtype", lambda device: torch.bfloat16)  # as on an A100
+    monkeypatch.setattr(hardware, "amp_dtype", lambda device: torch.bfloat16)  # as on an A100
     encode = cram.CrammedBERT.encode
     def spy(self, *args, **kw):
         seen["ours"] = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else None
