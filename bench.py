@@ -3,6 +3,7 @@
     python bench.py --preset paper --micro_batch 128             # GPU: tokens/s, TFLOP/s, MFU, peak memory
     python bench.py --preset paper --micro_batch 32 --rounds 3   # CPU: also the fp32 matmul ceiling, same run
     python bench.py --preset tiny --hf                           # + Hugging Face BertForMaskedLM, same shape
+    python bench.py --preset paper --narrow 4,8,12               # + NarrowBERT: the last N blocks narrow, each N
 
 Every candidate runs in the precision train() would pick here (hardware.amp_dtype: bf16 from Ampere on, fp16
 before it, fp32 on a CPU), so a ratio compares code, not precisions; on a GPU each also gets its own peak memory.
@@ -15,6 +16,7 @@ import argparse
 import resource
 import statistics
 import time
+from dataclasses import replace
 
 import torch
 
@@ -105,6 +107,7 @@ def main(argv=None):
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--rounds", type=int, default=1, help="interleaved repetitions; medians are reported")
     p.add_argument("--hf", action="store_true", help="also time transformers' BertForMaskedLM (if installed)")
+    p.add_argument("--narrow", default="", help="also time these NarrowBERT depths, e.g. 1 or 4,8,12 (cram --narrow)")
     args = p.parse_args(argv)
     cfg = cram.parse_config(["--preset", args.preset] + (["--micro_batch", str(args.micro_batch)]
                                                           if args.micro_batch is not None else []))
@@ -117,6 +120,12 @@ def main(argv=None):
     compile_ = device.type == "cuda" if args.compile is None else args.compile
     if args.accum < 1:
         raise SystemExit(f"bench.py: error: --accum must be >= 1 (got {args.accum})")
+    try:
+        narrow = [int(n) for n in args.narrow.split(",") if n.strip()]
+        for n in narrow:
+            cram.check_config(replace(cfg, narrow=n))
+    except (ValueError, cram.CramError) as e:
+        raise SystemExit(f"bench.py: error: --narrow {args.narrow!r}: {e}")
     T, tokens = args.seq_len, args.accum * cfg.micro_batch * args.seq_len
     print(f"bench: preset {cfg.preset} | L{cfg.n_layer} d{cfg.n_embd} V{args.vocab_size} T{T} | micro-batch "
           f"{cfg.micro_batch} x {args.accum} | {device} | compile {compile_} | torch {torch.__version__} | "
@@ -127,6 +136,9 @@ def main(argv=None):
               "matmul": lambda: matmul(device)}
     if args.hf:
         makers["hf"] = lambda: (hf_bert(cfg, args.vocab_size, T, device, args.accum), None)
+    for n in narrow:  # the same model with its last n blocks narrow
+        makers[f"narrow{n}"] = lambda n=n: ours(replace(cfg, narrow=n), args.vocab_size, T, device, compile_,
+                                                args.accum)
     candidates, work, mem = {}, {}, {}  # work: FLOPs per token (ours) or per call (matmul); mem: CUDA bytes
     for name, make in makers.items():
         before = allocated()
@@ -161,6 +173,11 @@ def main(argv=None):
         speedups = [h / o for h, o in zip(results["hf"], results["ours"])]
         print(f"hf:     {tokens / med['hf']:12,.0f} tokens/s | ours is {statistics.median(speedups):.2f}x faster "
               f"(median of {args.rounds}; per round {', '.join(f'{s:.2f}' for s in speedups)})")
+    for n in narrow:
+        speedups = [o / x for o, x in zip(results["ours"], results[f"narrow{n}"])]
+        print(f"narrow {n}: {tokens / med[f'narrow{n}']:10,.0f} tokens/s | {statistics.median(speedups):.2f}x the "
+              f"tokens/s of narrow 0, {flops / work[f'narrow{n}']:.2f}x by FLOP count (median of {args.rounds}; "
+              f"per round {', '.join(f'{s:.2f}' for s in speedups)})")
     if cuda:  # what a training run with this micro-batch needs: weights, gradients, Adam moments, activations
         print("peak memory: " + ", ".join(f"{n} {max(m[1:]) / 2**30:.2f} GiB" for n, m in mem.items()) +
               " (CUDA allocated: each candidate's weights + the peak of its own steps)")

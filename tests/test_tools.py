@@ -201,6 +201,16 @@ def test_the_code_map_cites_the_paper_s_sections():
     assert paper <= {section for section, _, _ in code_map()} <= paper | {"ours"}
 
 
+def test_bench_times_narrow_models_beside_ours_and_rejects_a_bad_narrow(capsys):
+    import bench
+    bench.main(["--preset", "tiny", "--vocab_size", "512", "--micro_batch", "2", "--steps", "1", "--warmup", "1",
+                "--device", "cpu", "--narrow", "1"])
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("narrow 1:"))
+    assert "x the tokens/s of narrow 0" in line and "by FLOP count" in line
+    with pytest.raises(SystemExit, match="--narrow must be in"):
+        bench.main(["--preset", "tiny", "--narrow", "2", "--device", "cpu"])
+
+
 def test_bench_times_an_accumulated_step_and_rejects_a_bad_accum(capsys):
     import bench
     tok_s = bench.main(["--preset", "tiny", "--vocab_size", "512", "--micro_batch", "2", "--accum", "2",
