@@ -9,13 +9,14 @@ at the [MASK] positions (CrammedBERT.forward), and a softmax over the vocabulary
 WordPiece pieces that continue a word are shown with their "##"; GPT-2 tokens are quoted, leading space included.
 """
 import argparse
+import os
 import re
 import sys
 
 import torch
 
 from cram import CramError, load_model, pick_device
-from prepare import checkpoint_tokenizer
+from prepare import load_tokenizer
 
 
 def encode_for_mlm(tok, text):
@@ -49,7 +50,7 @@ def main(argv=None):
         device = pick_device(args.device)
         model, _, _ = load_model(args.ckpt, device)
         vocab, seq_len = model.embed.tok.weight.shape[0], model.embed.pos_table.shape[0]
-        tok = checkpoint_tokenizer(args.ckpt, args.tokenizer_dir, vocab)
+        tok = load_tokenizer(args.tokenizer_dir or os.path.dirname(os.path.abspath(args.ckpt)), vocab)
         rows = [torch.tensor(encode_for_mlm(tok, text), device=device) for text in args.sentences]  # (T,)
         for n, (text, ids) in enumerate(zip(args.sentences, rows), 1):  # check every sentence before any work
             if tok.special["mask"] not in ids:

@@ -28,7 +28,7 @@ from tqdm import tqdm
 
 from cram import CramError, CrammedBERT, load_model, pick_device
 from hardware import amp_dtype, run_info
-from prepare import checkpoint_tokenizer
+from prepare import load_tokenizer
 
 # Recipes, named by the checkpoint's preset; every value is also a flag, which wins. The paper's "GLUE-sane" set:
 PAPER = dict(lr=4e-5, beta1=0.9, beta2=0.98, adam_eps=1e-6, weight_decay=0.0, batch_size=16, epochs=5,  # AdamW
@@ -332,7 +332,7 @@ def run(args):
     args.recipe = cfg.preset if cfg.preset in RECIPES else "paper"  # a config written by hand may say "auto"
     vars(args).update({k: v for k, v in RECIPES[args.recipe].items() if getattr(args, k) is None})  # a flag wins
     vocab, seq_len = pretrained.embed.tok.weight.shape[0], pretrained.embed.pos_table.shape[0]
-    tok = checkpoint_tokenizer(args.ckpt, args.tokenizer_dir, vocab)
+    tok = load_tokenizer(args.tokenizer_dir or os.path.dirname(os.path.abspath(args.ckpt)), vocab)
     if not 3 <= args.max_len <= seq_len:
         raise CramError(f"--max_len {args.max_len} must be between 3 and the model's {seq_len} positions")
     args.vocab_seq, args.pad_id, cfg.dropout = (vocab, seq_len), tok.special["pad"], args.dropout

@@ -153,27 +153,22 @@ def read_meta(data_dir):
     return meta
 
 
-def load_tokenizer(data_dir):
+def load_tokenizer(data_dir, vocab=None):
+    """A prepared set's tokenizer. With vocab: the one a checkpoint was trained with (fill_mask.py, finetune_glue.py;
+    cram.py copies meta.json and tokenizer.json beside ckpt.pt), checked against the model's vocabulary."""
+    fix = "pass --tokenizer_dir with the data the model was trained on" if vocab else "prepare the data again"
+    if vocab and not (Path(data_dir) / "meta.json").is_file():
+        die(f"no tokenizer in {data_dir} (meta.json missing): {fix}")
     if read_meta(data_dir).get("tokenizer") == "gpt2":
-        return gpt2_tok()
-    from tokenizers import Tokenizer  # meta.json is written last, so tokenizer.json is there
-    try:
-        return Tok("wordpiece", Tokenizer.from_file(str(Path(data_dir) / "tokenizer.json")))
-    except Exception as e:  # tokenizers raises a bare Exception: missing, not JSON, not a tokenizer
-        die(f"cannot load {data_dir}/tokenizer.json ({e}): prepare the data again, or copy the good one there")
-
-
-def checkpoint_tokenizer(ckpt, tokenizer_dir, vocab):
-    """The tokenizer a checkpoint was trained with (fill_mask.py, finetune_glue.py): this script's output in
-    `tokenizer_dir`, by default the checkpoint's folder (cram.py copies meta.json and tokenizer.json there)."""
-    tok_dir = Path(tokenizer_dir or Path(ckpt).resolve().parent)
-    tok_file = read_meta(tok_dir).get("tokenizer_file") if (tok_dir / "meta.json").is_file() else "meta.json"
-    if tok_file and not (tok_dir / tok_file).is_file():  # gpt2 has none: tiktoken brings its own
-        die(f"no tokenizer in {tok_dir} ({tok_file} missing): pass --tokenizer_dir with the prepare.py output the "
-            "model was trained on")
-    if (tok := load_tokenizer(tok_dir)).vocab_size != vocab:
-        die(f"the tokenizer in {tok_dir} has {tok.vocab_size} tokens but {ckpt} was trained with {vocab}: pass "
-            "--tokenizer_dir with the data the checkpoint was trained on")
+        tok = gpt2_tok()
+    else:
+        from tokenizers import Tokenizer  # meta.json is written last, so tokenizer.json is there
+        try:
+            tok = Tok("wordpiece", Tokenizer.from_file(str(Path(data_dir) / "tokenizer.json")))
+        except Exception as e:  # tokenizers raises a bare Exception: missing, not JSON, not a tokenizer
+            die(f"cannot load {data_dir}/tokenizer.json ({e}): {fix}, or copy the good one there")
+    if vocab and tok.vocab_size != vocab:
+        die(f"the tokenizer in {data_dir} has {tok.vocab_size} tokens but the model was trained with {vocab}: {fix}")
     return tok
 
 

@@ -1,6 +1,7 @@
 """fill_mask.py as a specification: the model fills each [MASK] as pretraining taught it, and bad input is one line."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -125,7 +126,7 @@ def test_a_checkpoint_without_its_tokenizer_is_a_one_line_error(ckpt, tmp_path):
     shutil.copy(ckpt, tmp_path / "ckpt.pt")
     assert "no tokenizer in" in error(tmp_path / "ckpt.pt", "a [MASK]")
     shutil.copy(ckpt.parent / "meta.json", tmp_path / "meta.json")
-    assert "(tokenizer.json missing): pass --tokenizer_dir" in error(tmp_path / "ckpt.pt", "a [MASK]")
+    assert re.search(r"cannot load .*tokenizer.json .*: pass --tokenizer_dir", error(tmp_path / "ckpt.pt", "a [MASK]"))
 
 
 def test_a_damaged_meta_json_beside_the_checkpoint_is_a_one_line_error(ckpt, tmp_path):
