@@ -1,4 +1,5 @@
 """cram.py as a specification: the architecture, the masking rule, the two schedules, and the training loop."""
+import dataclasses
 import json
 import math
 import re
@@ -257,6 +258,17 @@ def test_config_flags_are_typed_and_typos_rejected():
     assert cfg.lr == 3e-3 and cfg.resume is True and cfg.n_layer == 2 and cfg.n_embd == 128
     with pytest.raises(SystemExit):
         cram.parse_config(["--learning_rate", "1"])
+
+
+def test_help_says_what_every_field_means_from_its_comment_in_config(capsys):
+    with pytest.raises(SystemExit):
+        cram.parse_config(["--help"])
+    text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+    source = Path(cram.__file__).read_text()
+    for f in dataclasses.fields(Config):
+        comment = re.search(rf"^    {f.name}: .*?# (.*)$", source, re.M)
+        assert comment, f"Config.{f.name} has no comment to explain it"
+        assert f"--{f.name}" in text and " ".join(comment[1].split()) in text, f"--help does not explain --{f.name}"
 
 
 def test_a_tiny_run_learns_and_logs_config_then_one_line_per_step(tmp_path):
