@@ -23,6 +23,7 @@ lr(t) = peak * min(0.25 + t, 4(1 - t)) with t the fraction of the time budget us
 """
 import argparse
 import contextlib
+import datetime
 import inspect
 import json
 import math
@@ -418,7 +419,8 @@ def resume(path, cfg, meta, model, optimizer, scaler):
                                 "the same preset, flags and --data_dir, or another --out_dir")
         model.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])  # moves the Adam moments to the parameters' device
-        scaler.load_state_dict(ckpt["scaler"])
+        if ckpt["scaler"]:  # empty from a bf16 or CPU run: an fp16 GPU then starts its loss scale afresh
+            scaler.load_state_dict(ckpt["scaler"])
         torch.set_rng_state(ckpt["rng"]["torch"])
         return ckpt["step"], ckpt["train_time"], ckpt["data_pos"], ckpt["val_loss"], was["micro_batch"]
     except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as e:  # a field missing or wrong
@@ -459,11 +461,15 @@ def train(cfg):
     device = pick_device(cfg.device)
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     if world > 1:  # launched by torchrun: one process per device, gradients averaged by DDP
-        torch.distributed.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+        torch.distributed.init_process_group(backend="nccl" if device.type == "cuda" else "gloo",
+                                             timeout=datetime.timedelta(minutes=30))  # a checkpoint to slow disks
         if device.type == "cuda":
             device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
             torch.cuda.set_device(device)
     master = rank == 0
+    if cfg.micro_batch * world > cfg.batch_size:  # one micro-batch per device is the smallest step
+        raise CramError(f"--micro_batch {cfg.micro_batch} on {world} devices is {cfg.micro_batch * world} sequences a "
+                        f"step, more than --batch_size {cfg.batch_size}: lower --micro_batch (the ramp needs several)")
     train_data, meta = load_split(cfg.data_dir, "train")
     val_data, _ = load_split(cfg.data_dir, "val")
     vocab_size, T, mask_id = meta["vocab_size"], meta["seq_len"], meta["special_ids"]["mask"]
@@ -487,7 +493,8 @@ def train(cfg):
     train_model = model
     if world > 1:
         train_model = torch.nn.parallel.DistributedDataParallel(  # no buffer to broadcast: pos_table is fixed
-            model, device_ids=[device] if device.type == "cuda" else None, broadcast_buffers=False)
+            model, device_ids=[device] if device.type == "cuda" else None, broadcast_buffers=False,
+            gradient_as_bucket_view=True)  # no second copy of the gradients
     if cfg.compile == "true" or (cfg.compile == "auto" and device.type == "cuda"):
         train_model = torch.compile(train_model)  # static shapes: fixed micro-batch and fixed masked count
 
@@ -577,9 +584,10 @@ def train(cfg):
                     scaler.scale(loss).backward()
                 loss_sum += loss.detach()
         except torch.OutOfMemoryError as e:  # keep the work done, and say which knob to turn
-            save()
-            raise CramError(f"out of memory with --micro_batch {cfg.micro_batch} ({str(e).split('. Including')[0]}):"
-                            f" saved {ckpt_path} at step {step}: continue with --resume --micro_batch "
+            save()  # rank 0's state (on another rank, the last checkpoint is what there is)
+            where = f"saved at step {step}" if master else f"rank {rank}"
+            raise CramError(f"out of memory with --micro_batch {cfg.micro_batch} ({str(e).split('. Including')[0]}; "
+                            f"{where}): continue {ckpt_path} with --resume --micro_batch "
                             f"{max(1, cfg.micro_batch // 2)} (the batch target stays)") from None
         if world > 1:  # every rank logs and judges the mean loss: a NaN on one rank stops them all, together
             torch.distributed.all_reduce(loss_sum)

@@ -106,6 +106,14 @@ def test_resume_reads_to_the_cpu_and_restores_a_model_on_another_device(tmp_path
     assert torch.equal(torch.get_rng_state(), ckpt["rng"]["torch"])
 
 
+def test_a_checkpoint_from_a_bf16_or_cpu_run_resumes_on_an_fp16_gpu(tmp_path, monkeypatch):
+    run_tiny(tmp_path, "--max_steps", "3")  # fp32: its GradScaler is off and saves an empty state
+    assert torch.load(tmp_path / "out" / "ckpt.pt", weights_only=True)["scaler"] == {}
+    monkeypatch.setattr(cram, "amp_dtype", lambda device: torch.float16)  # a T4 continues it
+    run_tiny(tmp_path, "--max_steps", "5", "--resume")
+    assert "scale" in torch.load(tmp_path / "out" / "ckpt.pt", weights_only=True)["scaler"]
+
+
 class Payload:  # a pickle that runs code when it is loaded: here, it only creates a file
     def __init__(self, marker):
         self.marker = marker
@@ -233,6 +241,9 @@ def test_ddp_wraps_the_model_without_broadcasting_its_fixed_buffers(tmp_path, mo
     monkeypatch.setenv("RANK", "0")
     run_tiny(tmp_path, "--max_steps", "2")
     assert made["broadcast_buffers"] is False  # pos_table and attn_bias never change: no copy per forward
+    assert made["gradient_as_bucket_view"] is True  # no second copy of the gradients
+    with pytest.raises(SystemExit, match="--micro_batch 8 on 2 devices is 16 sequences a step, more than --batch"):
+        run_tiny(tmp_path, "--max_steps", "2", "--micro_batch", "8", out="wide")
 
 
 # ---------------------------------------------------------------------------------------------- bench.py
