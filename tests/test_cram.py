@@ -107,6 +107,16 @@ def test_a_narrow_block_reads_keys_and_values_from_the_last_wide_block():
         torch.testing.assert_close(one[:, 0], torch.stack([want[0, 3], want[1, 7]]))
 
 
+def test_one_narrow_block_is_the_same_function_as_none_its_context_is_its_own_input():
+    torch.manual_seed(0)
+    wide = CrammedBERT(Config(**{**TINY, "local_bias": 1.0}), 50, 16).eval()
+    narrow = CrammedBERT(Config(**{**TINY, "local_bias": 1.0, "narrow": 1}), 50, 16).eval()
+    narrow.load_state_dict(wide.state_dict())
+    ids, pad = torch.randint(0, 50, (2, 16)), torch.ones(2, 16, dtype=torch.bool)
+    pad[1, 12:] = False
+    torch.testing.assert_close(narrow.encode(ids, pad), wide.encode(ids, pad))  # fine-tuning sees the same model
+
+
 def test_narrow_off_is_the_paper_model_and_narrow_blocks_cost_fewer_flops():
     cfg = Config()
     assert cfg.narrow == 0 and cram.parse_config(["--preset", "paper"]).narrow == 0
