@@ -77,12 +77,15 @@ def hf_bert(cfg, vocab, T, device, accum):
     ids = torch.randint(5, vocab, (cfg.micro_batch, T), device=device)
     labels = torch.where(torch.rand(ids.shape, device=device) < cfg.mask_rate, ids, -100)
 
+    scaler = torch.amp.GradScaler(device.type, enabled=hardware.amp_dtype(device) == torch.float16)
+
     def step():
         for _ in range(accum):
-            with autocast(device):  # the same precision as ours
+            with autocast(device):  # the same precision, and loss scaling, as ours
                 loss = model(input_ids=ids, labels=labels).loss / accum
-            loss.backward()
-        optimizer.step()
+            scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
         optimizer.zero_grad(set_to_none=True)
     return step
 

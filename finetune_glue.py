@@ -228,9 +228,9 @@ def predict(model, ids, args, device):
     """Class ids (STS-B: scores) for every example, in input order."""
     model.eval()
     order = np.argsort([len(s) for s in ids], kind="stable")  # similar lengths share a batch: little padding
-    preds = np.zeros(len(ids))
+    preds, dtype = np.zeros(len(ids)), amp_dtype(device)
     for chunk in np.array_split(order, range(args.eval_batch_size, len(ids), args.eval_batch_size)):
-        with torch.autocast(device.type, dtype=amp_dtype(device), enabled=amp_dtype(device) is not None):
+        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
             out = model(*collate([ids[i] for i in chunk], args.pad_id, device)).float()
         preds[chunk] = (out[:, 0] if out.shape[1] == 1 else out.argmax(dim=1)).cpu().numpy()
     return preds if out.shape[1] == 1 else preds.astype(np.int64)

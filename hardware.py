@@ -32,7 +32,9 @@ GPU_PEAK_FLOPS = {r"NVIDIA H100 80GB HBM3|NVIDIA H100 SXM.*|NVIDIA H200": 989e12
 
 
 def device_peak_flops(device):
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "a CPU or MPS: no peak"
+    if device.type != "cuda":  # no MFU on a CPU or MPS
+        return None
+    name = torch.cuda.get_device_name(device)
     return next((v for pattern, v in GPU_PEAK_FLOPS.items() if re.fullmatch(pattern, name)), None)
 
 
