@@ -11,13 +11,17 @@ table), glue.json (every number, per seed, settings, wall times), predictions/<s
 prediction, label; median seed's).
 """
 import argparse
+import csv
+import io
 import json
 import math
 import os
+import re
 import sys
 import time
 import urllib.request
 from collections import namedtuple
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -49,63 +53,158 @@ RULES = [("seeds epochs batch_size eval_batch_size head_hidden", lambda x: x >= 
          ("beta1 beta2 dropout", lambda x: 0 <= x < 1, "in [0, 1)")]
 
 HUB_NAME, HUB_URL = "nyu-mll/glue", "https://huggingface.co"
-BINARY, NLI2 = {"0": 0, "1": 1}, {"entailment": 0, "not_entailment": 1}  # TSV label text -> the hub's label id
-NLI3 = {"entailment": 0, "neutral": 1, "contradiction": 2}
-# task: (TSV folder, TSV columns (a, b, label): header names, or indices for headerless CoLA, hub columns (a, b),
-#        label ids (None: STS-B's float scores, a regression))
-TASKS = {"cola": ("CoLA", (3, None, 1), ("sentence", None), BINARY),
-         "sst2": ("SST-2", ("sentence", None, "label"), ("sentence", None), BINARY),
-         "mrpc": ("MRPC", ("#1 String", "#2 String", "Quality"), ("sentence1", "sentence2"), BINARY),
-         "stsb": ("STS-B", ("sentence1", "sentence2", "score"), ("sentence1", "sentence2"), None),
-         "qqp": ("QQP", ("question1", "question2", "is_duplicate"), ("question1", "question2"), BINARY),
-         "mnli": ("MNLI", ("sentence1", "sentence2", "gold_label"), ("premise", "hypothesis"), NLI3),
-         "qnli": ("QNLI", ("question", "sentence", "label"), ("question", "sentence"), NLI2),
-         "rte": ("RTE", ("sentence1", "sentence2", "label"), ("sentence1", "sentence2"), NLI2)}
-# the paper's table, in its column order: evaluation set -> (title, main metric)
-COLUMNS = {"cola": ("CoLA", "mcc"), "sst2": ("SST-2", "acc"), "mrpc": ("MRPC", "f1"), "stsb": ("STS-B", "pearson"),
-           "qqp": ("QQP", "f1"), "mnli_m": ("MNLI-m", "acc"), "mnli_mm": ("MNLI-mm", "acc"), "qnli": ("QNLI", "acc"),
-           "rte": ("RTE", "acc")}
-DEV_SUFFIX = {"mnli_m": "_matched", "mnli_mm": "_mismatched"}  # MNLI's two dev sets: dev_matched.tsv, ...
-Split = namedtuple("Split", "a b labels")  # texts A, texts B (None for single-sentence tasks), labels (np.ndarray)
+BINARY, NLI2, NLI3 = ("0", "1"), ("entailment", "not_entailment"), ("entailment", "neutral", "contradiction")
+
+
+@dataclass
+class Task:
+    """What fine-tuning knows of a task, GLUE's or one described by a user's files: columns, labels, metrics."""
+    name: str        # glue.md's column, predictions/<evaluation set>.tsv, a saved classifier's task
+    columns: tuple   # (text A, text B or None, label): header names, or indices for headerless CoLA
+    labels: tuple    # label names, class ids in this order (GLUE's as on the hub); None: a regression on floats
+    metrics: tuple   # dev metrics (compute_metrics), the table's first
+    train: str       # the training file ("": GLUE from the hub)
+    evals: dict      # evaluation set -> (title, dev file): MNLI has two, a user's task its --validation_file
+    hub: tuple = ()  # GLUE: the hub's text columns (a, b); a user's task has none
+
+
+# GLUE: task -> (TSV folder, TSV columns (a, b, label): header names, or indices for headerless CoLA, hub columns,
+#                label names in the hub's id order (None: STS-B's float scores), metrics (the paper's table: first))
+GLUE = {"cola": ("CoLA", (3, None, 1), ("sentence", None), BINARY, ("mcc", "acc")),
+        "sst2": ("SST-2", ("sentence", None, "label"), ("sentence", None), BINARY, ("acc",)),
+        "mrpc": ("MRPC", ("#1 String", "#2 String", "Quality"), ("sentence1", "sentence2"), BINARY, ("f1", "acc")),
+        "stsb": ("STS-B", ("sentence1", "sentence2", "score"), ("sentence1", "sentence2"), None, ("pearson", "spearman")),
+        "qqp": ("QQP", ("question1", "question2", "is_duplicate"), ("question1", "question2"), BINARY, ("f1", "acc")),
+        "mnli": ("MNLI", ("sentence1", "sentence2", "gold_label"), ("premise", "hypothesis"), NLI3, ("acc",)),
+        "qnli": ("QNLI", ("question", "sentence", "label"), ("question", "sentence"), NLI2, ("acc",)),
+        "rte": ("RTE", ("sentence1", "sentence2", "label"), ("sentence1", "sentence2"), NLI2, ("acc",))}
+TEXT_COLUMNS = (("sentence1", "sentence2"), ("sentence",), ("text",))  # run_glue.py's defaults, in this order
+SPLIT_NAMES = {"train", "training", "dev", "valid", "validation", "val", "test"}  # a file stem that names no task
+Split = namedtuple("Split", "a b labels rows")  # texts A, texts B (None: one text), labels (np.ndarray), the rows
+
+
+def glue_task(name, glue_dir):
+    """A GLUE task: its TSVs in glue_dir/<folder>/ (train.tsv, dev[_matched|_mismatched].tsv), else the hub's."""
+    folder, cols, hub, labels, metrics = GLUE[name]
+    path = lambda file: os.path.join(glue_dir, folder, file) if glue_dir else ""  # noqa: E731
+    sets = {"mnli_m": ("MNLI-m", "_matched"), "mnli_mm": ("MNLI-mm", "_mismatched")} if name == "mnli" else {
+        name: (folder, "")}  # MNLI's two dev sets
+    return Task(name, cols, labels, metrics, path("train.tsv"),
+                {s: (title, path(f"dev{suffix}.tsv") or suffix) for s, (title, suffix) in sets.items()}, hub)
+
+
+def file_task(args):
+    """A task described by the user's files, by run_glue.py's conventions: the text columns (--text_columns, else
+    sentence1 + sentence2, sentence or text), --label_column; a regression if every label is a number and one is
+    written with a decimal point (floats), else classes named by the label values (sorted)."""
+    columns, rows = read_table(args.train_file)
+    if args.text_columns:
+        text = [c.strip() for c in args.text_columns.split(",")]
+        if not 1 <= len(text) <= 2 or not all(text):
+            raise CramError(f"--text_columns takes one or two column names, a or a,b (got {args.text_columns!r})")
+    elif not (text := next((list(c) for c in TEXT_COLUMNS if set(c) <= set(columns)), None)):
+        raise CramError(f"{args.train_file} has none of the columns sentence1 + sentence2, sentence or text; its "
+                        f"columns are {columns}: name the text with --text_columns a[,b]")
+    cols = (text[0], text[1] if len(text) == 2 else None, args.label_column)
+    check_columns(args.train_file, columns, cols)
+    values = {str(r[cols[2]]).strip() for _, r in rows if isinstance(r, dict) and r.get(cols[2]) not in (None, "")}
+    numbers = {v for v in values if re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?", v)}
+    if values and numbers == values and any(not re.fullmatch(r"[-+]?\d+", v) for v in values):
+        labels, metrics = None, ("pearson", "spearman", "rmse")
+    else:
+        labels = tuple(sorted(values, key=lambda v: (v not in numbers, float(v) if v in numbers else 0, v)))
+        metrics = ("acc", "macro_f1") + ("mcc",) * (len(labels) == 2)
+        if len(labels) < 2:
+            raise CramError(f"{args.train_file}: every row has the label {next(iter(values), '')!r}: a classifier "
+                            "needs two classes at least (a regression: float labels, written with a decimal point)")
+    stem = Path(args.train_file).stem
+    name = args.task_name or (stem if stem.lower() not in SPLIT_NAMES else Path(args.train_file).resolve().parent.name)
+    return Task(name, cols, labels, metrics, args.train_file, {name: (name, args.validation_file)})
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Data: GLUE rows from TSV files or the hub, then token ids.
+# Data: rows of CSV, TSV or JSON files (or GLUE from the hub) as a task's texts and labels, then token ids.
 
-def read_tsv(path, cols, labels, limit=0):
-    """A GLUE TSV as a Split. Fields are split on tabs only: quote characters are text, never CSV quoting."""
+def read_table(path, header=True):
+    """A file's (columns, [(line, {column: value}, or why the row is unusable)]). CSV as Excel writes it (quoted
+    fields may hold commas and newlines); TSV split on tabs only, quotes are text (GLUE's; headerless CoLA's columns
+    are indices); .json (a list of objects, or one a line) and .jsonl. UTF-8, with a byte-order mark or CRLF."""
+    kind = Path(path).suffix.lower()
+    if kind not in (".csv", ".tsv", ".json", ".jsonl"):
+        raise CramError(f"{path}: a data file must be .csv, .tsv, .json or .jsonl (not {kind or 'no extension'})")
     if not os.path.isfile(path):
-        raise CramError(f"missing {path}: download the GLUE data and check --glue_dir")
-    with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:  # -sig: MRPC's byte-order mark
-        lines = [(n, line.rstrip("\r").split("\t")) for n, line in enumerate(f.read().split("\n"), 1) if line.strip()]
-    if not lines:
-        raise CramError(f"{path} is empty: re-download the GLUE data")
-    # a header line names the columns; headerless CoLA has 4, given by index (the sentence is the last)
-    header = lines.pop(0)[1] if isinstance(cols[0], str) else list(range(cols[0] + 1))
-    if not {c for c in cols if c is not None} <= set(header):
-        raise CramError(f"{path}: the header {str(header)[:150]} lacks one of the columns {[c for c in cols if c]}: "
-                        "it is not this task's file, or damaged; download the GLUE data again")
-    i_a, i_b, i_y = [None if c is None else header.index(c) for c in cols]
-    rows, bad = [], []
-    for n, fields in lines:
+        raise CramError(f"missing {path}: check the path (GLUE: download the data and check --glue_dir)")
+    with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:  # -sig: a byte-order mark (MRPC)
+        text = f.read()
+    if kind in (".json", ".jsonl"):
+        try:  # a whole document (a list of objects), else JSON Lines
+            records = list(enumerate(json.loads(text), 1)) if text.lstrip().startswith("[") else [
+                (n, json.loads(line)) for n, line in enumerate(text.split("\n"), 1) if line.strip()]
+        except ValueError as e:
+            raise CramError(f"{path} is not JSON ({e}): one object a line (.jsonl), or a list of objects") from None
+        columns = list(dict.fromkeys(k for _, r in records if isinstance(r, dict) for k in r))
+        return columns, [(n, r if isinstance(r, dict) else "not a JSON object") for n, r in records]
+    if kind == ".tsv":  # tabs only: a quote is text
+        records = [(n, line.rstrip("\r").split("\t")) for n, line in enumerate(text.split("\n"), 1) if line.strip()]
+    else:
         try:
-            if len(fields) != len(header):
-                raise ValueError(f"{len(fields)} fields, expected {len(header)}")
-            if "\ufffd" in "".join(fields):  # what errors="replace" made of bytes that are not UTF-8
+            lines = csv.reader(io.StringIO(text, newline=""))  # "": a quoted field keeps its line ends
+            records = [(lines.line_num, fields) for fields in lines if any(f.strip() for f in fields)]
+        except csv.Error as e:  # a NUL byte, a stray carriage return: not a text file
+            raise CramError(f"{path} line {lines.line_num} is not CSV ({e}): save it as CSV UTF-8") from None
+    columns = (records.pop(0)[1] if header else list(range(len(records[0][1])))) if records else []
+    return columns, [(n, dict(zip(columns, fields)) if len(fields) == len(columns) else
+                      f"{len(fields)} fields, expected {len(columns)}") for n, fields in records]
+
+
+def check_columns(path, columns, wanted):
+    if missing := [c for c in wanted if c is not None and c not in columns]:
+        raise CramError(f"{path} has no column {missing[0]!r}; its columns are {str(columns)[:200]}: name the right "
+                        "ones with --text_columns a[,b] and --label_column (GLUE: it is not this task's file)")
+
+
+def read_split(task, path, limit=0, labelled=True):
+    """A task's file as a Split: texts, labels as class ids (floats for a regression). A row that cannot be used (a
+    wrong field count, bytes that are not UTF-8, an empty text or label, a label a GLUE task does not have) is
+    skipped, all of them named in one warning, as the real QQP's few broken lines are. A user's file may not hold a
+    label its training file lacks: one line names it."""
+    columns, rows = read_table(path, header=not isinstance(task.columns[0], int))
+    if not rows:
+        raise CramError(f"{path} is empty: a header line and rows (GLUE: download the data again)")
+    wanted = [c for c in task.columns[:3 if labelled else 2] if c is not None]
+    check_columns(path, columns, wanted)
+    ids = {name: i for i, name in enumerate(task.labels or ())}
+    a, b, y, kept, bad = [], [], [], [], []
+    for n, row in rows:
+        try:
+            if isinstance(row, str):
+                raise ValueError(row)
+            values = [("" if row.get(c) is None else str(row[c])) for c in wanted]
+            if "\ufffd" in "".join(values):  # what errors="replace" made of bytes that are not UTF-8
                 raise ValueError("not UTF-8 text")
-            rows.append((fields[i_a], None if i_b is None else fields[i_b],
-                         labels[fields[i_y]] if labels else float(fields[i_y])))
-            if len(rows) == limit:
-                break
-        except (KeyError, ValueError) as e:  # KeyError: a label this task does not have
+            if empty := next((c for c, v in zip(wanted, values) if not v.strip()), None):
+                raise ValueError(f"{empty!r} is empty")
+            if labelled and task.labels and values[-1].strip() not in ids and not task.hub:
+                raise CramError(f"{path} line {n}: the label {values[-1].strip()!r} is not in the training file, "
+                                f"whose labels are {list(task.labels)[:20]}: fix the label, or train with it")
+            label = None if not labelled else ids[values[-1].strip()] if task.labels else float(values[-1])
+            if labelled and not math.isfinite(label):
+                raise ValueError(f"the label {values[-1]!r} is not a finite number")
+        except (KeyError, ValueError) as e:  # KeyError: a label the GLUE task does not have
             bad.append(f"line {n}: {e}" if isinstance(e, ValueError) else f"line {n}: unknown label {e}")
-    if bad:  # the real QQP has a few broken lines: skip them, but say so
+            continue
+        a.append(values[0])
+        b.append(values[1] if task.columns[1] is not None else None)
+        y.append(label)
+        kept.append(row)
+        if len(kept) == limit:
+            break
+    if bad:
         print(f"warning: {path}: skipped {len(bad)} malformed rows ({'; '.join(bad[:3])}{'; ...' * (len(bad) > 3)})",
               file=sys.stderr)
-    if not rows:
-        raise CramError(f"{path} has no usable rows: it is not this task's file; re-download the GLUE data")
-    a, b, y = zip(*rows)
-    return Split(list(a), None if i_b is None else list(b), np.array(y))
+    if not kept:
+        raise CramError(f"{path} has no usable rows ({bad[0]}): it is not this task's file, or damaged")
+    return Split(a, None if task.columns[1] is None else b, np.array(y) if labelled else None, kept)
 
 
 def read_hub(task, split, limit=0):
@@ -117,23 +216,20 @@ def read_hub(task, split, limit=0):
             raise CramError(f"cannot reach the Hugging Face hub ({e}): pass --glue_dir DIR with the GLUE TSVs")
     import datasets  # slow to import, and only needed here
     try:
-        ds = datasets.load_dataset(HUB_NAME, task, split=split)
+        ds = datasets.load_dataset(HUB_NAME, task.name, split=split)
     except Exception as e:
-        raise CramError(f"cannot load {HUB_NAME} {task} {split} from the hub ({type(e).__name__}): pass --glue_dir "
-                        "DIR with the GLUE TSVs") from None
+        raise CramError(f"cannot load {HUB_NAME} {task.name} {split} from the hub ({type(e).__name__}): pass "
+                        "--glue_dir DIR with the GLUE TSVs") from None
     ds = (ds.select(range(min(limit, len(ds)))) if limit else ds).filter(lambda y: y != -1, input_columns="label")
-    return Split(*(ds[col] if col else None for col in TASKS[task][2]), np.array(ds["label"]))
+    return Split(*(ds[col] if col else None for col in task.hub), np.array(ds["label"]), None)
 
 
 def load_task(task, args):
-    """(train Split, {eval set: Split}) from --glue_dir (train.tsv, dev<suffix>.tsv), else the hub's splits."""
-    folder, cols, _, labels = TASKS[task]
-    devs = {n: DEV_SUFFIX.get(n, "") for n in COLUMNS if n.split("_")[0] == task}
-    if args.glue_dir:
-        path = lambda name: os.path.join(args.glue_dir, folder, name)  # noqa: E731
-        return (read_tsv(path("train.tsv"), cols, labels, args.max_train),
-                {n: read_tsv(path(f"dev{s}.tsv"), cols, labels) for n, s in devs.items()})
-    return read_hub(task, "train", args.max_train), {n: read_hub(task, f"validation{s}") for n, s in devs.items()}
+    """(train Split, {evaluation set: Split}) from the task's files, or GLUE from the hub's splits."""
+    if not task.train:
+        return (read_hub(task, "train", args.max_train),
+                {s: read_hub(task, f"validation{suffix}") for s, (_, suffix) in task.evals.items()})
+    return read_split(task, task.train, args.max_train), {s: read_split(task, f) for s, (_, f) in task.evals.items()}
 
 
 def truncate_pair(a, b, budget):
@@ -226,62 +322,82 @@ def finetune(model, ids, labels, args, seed, device, desc):
 
 
 @torch.no_grad()
-def predict(model, ids, args, device):
-    """Class ids (STS-B: scores) for every example, in input order."""
+def predict(model, ids, args, device, progress=False):
+    """The head's outputs (N, n_out) as float32, for every example in input order: class logits, or the value."""
     model.eval()
     order = np.argsort([len(s) for s in ids], kind="stable")  # similar lengths share a batch: little padding
-    preds, dtype = np.zeros(len(ids)), amp_dtype(device)
-    for chunk in np.array_split(order, range(args.eval_batch_size, len(ids), args.eval_batch_size)):
+    chunks, dtype = np.array_split(order, range(args.eval_batch_size, len(ids), args.eval_batch_size)), amp_dtype(device)
+    outs = []
+    for chunk in tqdm(chunks, unit="batch", disable=not progress, leave=False, dynamic_ncols=True):
         with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
-            out = model(*collate([ids[i] for i in chunk], args.pad_id, device)).float()
-        preds[chunk] = (out[:, 0] if out.shape[1] == 1 else out.argmax(dim=1)).cpu().numpy()
-    return preds if out.shape[1] == 1 else preds.astype(np.int64)
+            outs.append(model(*collate([ids[i] for i in chunk], args.pad_id, device)).float().cpu().numpy())
+    out = np.empty((len(ids), outs[0].shape[1]), dtype=np.float32)
+    out[order] = np.concatenate(outs)
+    return out
+
+
+def decide(out):
+    """Predictions from the head's outputs (N, n_out): class ids (the largest logit), or the value (N,)."""
+    return out[:, 0].astype(np.float64) if out.shape[1] == 1 else out.argmax(axis=1)
 
 
 def compute_metrics(task, preds, labels):
-    """GLUE's dev metrics for one task's evaluation set, times 100."""
+    """The task's metrics on one evaluation set, times 100 (RMSE in the labels' units)."""
     from scipy.stats import pearsonr, spearmanr  # imported here: they add 2 s to every start, even a failing one
     from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
-    if task == "stsb":  # a correlation is undefined for constant predictions: count it as none
-        return {name: 0.0 if np.ptp(preds) == 0 or np.ptp(labels) == 0 else 100 * float(corr(preds, labels)[0])
-                for name, corr in (("pearson", pearsonr), ("spearman", spearmanr))}
-    out = {"acc": accuracy_score(labels, preds)}
-    if task == "cola":
-        out["mcc"] = matthews_corrcoef(labels, preds)
-    if task in ("mrpc", "qqp"):
-        out["f1"] = f1_score(labels, preds, zero_division=0.0)
-    return {k: 100 * float(v) for k, v in out.items()}
+    flat = np.ptp(preds) == 0 or np.ptp(labels) == 0  # a correlation is undefined for constants: count it as none
+    metric = {"acc": lambda: accuracy_score(labels, preds), "mcc": lambda: matthews_corrcoef(labels, preds),
+              "f1": lambda: f1_score(labels, preds, zero_division=0.0),  # of class 1, GLUE's (MRPC, QQP)
+              "macro_f1": lambda: f1_score(labels, preds, average="macro", zero_division=0.0),
+              "pearson": lambda: 0.0 if flat else pearsonr(preds, labels)[0],
+              "spearman": lambda: 0.0 if flat else spearmanr(preds, labels)[0],
+              "rmse": lambda: np.sqrt(np.mean((preds - labels) ** 2)) / 100}
+    return {name: 100 * float(metric[name]()) for name in task.metrics}
 
 
-def run_task(task, train, devs, weights, cfg, tok, args, device, outputs, report):
+def baseline(task, train_labels, n):
+    """The predictions of no model at all: the training set's most frequent class, or its mean for a regression."""
+    return np.full(n, train_labels.mean() if task.labels is None else np.bincount(train_labels).argmax())
+
+
+def run_task(task, train, devs, weights, cfg, tok, args, device, outputs, report, keep=False):
     """Fine-tune args.seeds times from weights (None: a random init); metrics and times go to report (its "table",
-    "results", "tasks"), the median seed's predictions to outputs."""
-    t0, preds, random_init = time.time(), [], weights is None  # preds: per seed, {eval set: predictions}
+    "results", "tasks"), the median seed's predictions to outputs, with keep its model to report["keep"]."""
+    t0, preds, models, random_init = time.time(), [], [], weights is None  # per seed: {eval set: outputs}, weights
     train_ids, dev_ids = encode(tok, train, args.max_len), {n: encode(tok, d, args.max_len) for n, d in devs.items()}
-    info = report["tasks"][task] = {"n_train": len(train_ids), "n_dev": {n: len(d) for n, d in dev_ids.items()},
-                                    "data_s": time.time() - t0, "train_s": [], "eval_s": [], "final_loss": []}
+    info = report["tasks"][task.name] = {"n_train": len(train_ids), "n_dev": {n: len(d) for n, d in dev_ids.items()},
+                                         "data_s": time.time() - t0, "train_s": [], "eval_s": [], "final_loss": []}
     for seed in range(args.seeds):
         torch.manual_seed(seed)
         encoder = CrammedBERT(cfg, *args.vocab_seq)
         if not random_init:  # a random init keeps this fresh N(0, 0.02) encoder: the no-pretraining baseline
             encoder.load_state_dict(weights)
-        model = GlueModel(encoder, cfg.n_embd, len(TASKS[task][3] or [0]), args.head_hidden, args.dropout,
-                          args.pool, tok.special["sep"], train.b is not None).to(device)
+        model = GlueModel(encoder, cfg.n_embd, len(task.labels or [0]), args.head_hidden, args.dropout, args.pool,
+                          tok.special["sep"], train.b is not None).to(device)
         t1 = time.time()
-        info["final_loss"].append(finetune(model, train_ids, train.labels, args, seed, device, f"{task} {seed}"))
+        info["final_loss"].append(finetune(model, train_ids, train.labels, args, seed, device, f"{task.name} {seed}"))
         info["train_s"].append(time.time() - t1)
-        preds.append({name: predict(model, ids, args, device) for name, ids in dev_ids.items()})
+        preds.append({name: decide(predict(model, ids, args, device)) for name, ids in dev_ids.items()})
         info["eval_s"].append(time.time() - t1 - info["train_s"][-1])
-    for name, dev in devs.items():
-        runs, main = [compute_metrics(task, p[name], dev.labels) for p in preds], COLUMNS[name][1]
+        if keep:  # on the CPU until the median seed is known
+            models.append({k: v.detach().cpu().clone() for k, v in model.state_dict().items()})
+    name_of = (lambda y: task.labels[int(y)]) if task.labels else float  # predictions/ shows label names
+    for n, (name, dev) in enumerate(devs.items()):
+        runs, main = [compute_metrics(task, p[name], dev.labels) for p in preds], task.metrics[0]
         median = {k: float(np.median([r[k] for r in runs])) for k in runs[0]}
         pick = int(np.argsort([r[main] for r in runs], kind="stable")[(len(runs) - 1) // 2])  # the (lower) median
-        report["table"][name] = median[main]
-        report["results"][name] = {"main": main, "median": median, "per_seed": runs, "predictions_seed": pick}
+        trivial = compute_metrics(task, baseline(task, train.labels, len(dev.labels)), dev.labels)
+        report["table"][name], report["baseline"][name] = median[main], trivial[main]
+        report["results"][name] = {"main": main, "median": median, "per_seed": runs, "predictions_seed": pick,
+                                   "baseline": trivial}
         outputs[f"predictions/{name}{'.random_init' * random_init}.tsv"] = "index\tprediction\tlabel\n" + "".join(
-            f"{i}\t{p}\t{y}\n" for i, (p, y) in enumerate(zip(preds[pick][name].tolist(), dev.labels.tolist())))
+            f"{i}\t{name_of(p)}\t{name_of(y)}\n" for i, (p, y) in enumerate(zip(preds[pick][name], dev.labels)))
         print(f"{name}{' (random init)' * random_init}: " + ", ".join(f"{k} {v:.2f}" for k, v in median.items()) +
-              f" (median of {args.seeds} seeds; {len(train_ids)} train rows, {sum(info['train_s']):.0f} s training)")
+              f" (median of {args.seeds} seeds; {len(train_ids)} train rows, {sum(info['train_s']):.0f} s training)"
+              f"; no model ({'the training mean' if task.labels is None else 'the majority class'}): " +
+              ", ".join(f"{k} {v:.2f}" for k, v in trivial.items()))
+        if models and n == 0:  # a saved classifier: the median seed of the first evaluation set
+            report["keep"] = dict(state=models[pick], seed=pick, metrics=runs[pick], baseline=trivial)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -292,27 +408,37 @@ def average(table):
     return sum(table.values()) / len(table)
 
 
-def markdown(tables, seeds, recipe):
-    """The table: a row per model ({name: {eval set: main metric}}), and their difference when there are two."""
-    rows, cols = dict(tables), list(next(iter(tables.values())))
+def markdown(tables, trivial, titles, seeds, recipe):
+    """The table: a row per model ({name: {eval set: main metric}}), their difference when there are two, and no
+    model at all (the majority class, or the training mean: trivial) for scale. titles: eval set -> column title."""
+    rows, cols = dict(tables), list(titles)
     if len(rows) == 2:
         (_, a), (_, b) = rows.items()
         rows["difference"] = {c: a[c] - b[c] for c in cols}
-    lines = [f"| model | {' | '.join(' '.join(COLUMNS[c]) for c in cols)} | avg |", "|---|" + "---:|" * (len(cols) + 1)]
+    rows["no model (majority class / training mean)"] = trivial
+    lines = [f"| model | {' | '.join(titles[c] for c in cols)} | avg |", "|---|" + "---:|" * (len(cols) + 1)]
     for name, t in rows.items():
         fmt = "+.1f" if name == "difference" else ".1f"  # a difference shows its sign
         lines.append(f"| {name} | {' | '.join(format(t[c], fmt) for c in cols)} | {average(t):{fmt}} |")
-    avg = ("of all 9 numbers, as in the paper." if len(cols) == len(COLUMNS) else f"over the {len(cols)} numbers of "
-           "the tasks run: a subset, not comparable with the paper's 9-number average.")
-    return "\n".join(lines + ["", f"GLUE dev sets, median of {seeds} fine-tuning seed(s) per task, the {recipe} "
-                              f"recipe; avg is the plain mean {avg}"]) + "\n"
+    glue = [s for name in GLUE for s in glue_task(name, "").evals]
+    avg = ("of all 9 numbers, as in the paper." if cols == glue else f"over the {len(cols)} numbers of the tasks "
+           "run" + (": a subset, not comparable with the paper's 9-number average." if set(cols) <= set(glue) else "."))
+    return "\n".join(lines + ["", f"Dev sets, median of {seeds} fine-tuning seed(s) per task, the {recipe} recipe; avg "
+                              f"is the plain mean {avg}"]) + "\n"
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description="Fine-tune a cram.py checkpoint on GLUE (its preset's recipe).")
+    p = argparse.ArgumentParser(description="Fine-tune a cram.py checkpoint on GLUE, or on your own labelled files "
+                                "(its preset's recipe), and keep the classifier.")
     p.add_argument("ckpt", help="checkpoint written by cram.py (meta.json and tokenizer.json beside it)")
-    p.add_argument("--tasks", default=",".join(TASKS), help="comma-separated subset of the GLUE tasks (default: all)")
+    p.add_argument("--tasks", help=f"comma-separated GLUE tasks (default: all of {','.join(GLUE)})")
     p.add_argument("--glue_dir", help="folder with the GLUE TSVs (<DIR>/RTE/train.tsv ...); default: the hub")
+    p.add_argument("--train_file", help="your own task instead: a .csv, .tsv, .json or .jsonl file with a header")
+    p.add_argument("--validation_file", help="its evaluation rows, in the same layout (needed with --train_file)")
+    p.add_argument("--text_columns", help="a or a,b: the text column(s) (default: sentence1,sentence2; sentence; text)")
+    p.add_argument("--label_column", default="label", help="the label column (default: label); float labels: regression")
+    p.add_argument("--task_name", help="the task's name in glue.md (default: the training file's stem, or its folder)")
+    p.add_argument("--save_model", help="keep the classifier of the median seed in this folder, for classify.py")
     p.add_argument("--tokenizer_dir", help="folder with meta.json + tokenizer.json; default: the checkpoint's")
     p.add_argument("--out", help="where glue.md, glue.json and predictions/ go; default: the checkpoint's folder")
     p.add_argument("--random_init", action="store_true", help="re-initialise the encoder: no-pretraining baseline")
@@ -323,18 +449,36 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
+def pick_tasks(args):
+    """The tasks to run, GLUE's (--tasks, in the table's order) or the one of --train_file, each checked in one line."""
+    if args.train_file:
+        if args.tasks or not args.validation_file:
+            raise CramError("--train_file needs --validation_file (its evaluation rows), and no --tasks: your task "
+                            "and GLUE's run apart")
+        return [file_task(args)]
+    if args.validation_file or args.text_columns or args.task_name:
+        raise CramError("--validation_file, --text_columns and --task_name describe your own task: add --train_file")
+    wanted = [t.strip().lower() for t in (args.tasks or ",".join(GLUE)).split(",") if t.strip()]
+    if unknown := next((t for t in wanted if t not in GLUE), None):
+        raise CramError(f"unknown task {unknown!r}: choose from {','.join(GLUE)} (wnli is left out, as in the paper)")
+    return [glue_task(t, args.glue_dir) for t in GLUE if t in wanted]
+
+
 def run(args):
-    t_start, wanted = time.time(), [t.strip().lower() for t in args.tasks.split(",") if t.strip()]
-    if unknown := next((t for t in wanted if t not in TASKS), None):
-        raise CramError(f"unknown task {unknown!r}: choose from {','.join(TASKS)} (wnli is left out, as in the paper)")
+    t_start = time.time()
     for name, ok, what in ((n, ok, what) for names, ok, what in RULES for n in names.split()):
         if (value := getattr(args, name)) is not None and not ok(value):  # a flag given (the recipes' values are good)
             raise CramError(f"--{name} must be {what} (got {value})")
+    tasks = pick_tasks(args)
+    if args.save_model:  # before any work: a folder that is not a saved classifier is never overwritten
+        from classify import check_save_dir
+        check_save_dir(args.save_model, tasks)
     device, (pretrained, cfg, _) = pick_device(args.device), load_model(args.ckpt, "cpu")
     args.recipe = cfg.preset if cfg.preset in RECIPES else "paper"  # a config written by hand may say "auto"
     vars(args).update({k: v for k, v in RECIPES[args.recipe].items() if getattr(args, k) is None})  # a flag wins
     vocab, seq_len = pretrained.embed.tok.weight.shape[0], pretrained.embed.pos_table.shape[0]
-    tok = load_tokenizer(args.tokenizer_dir or os.path.dirname(os.path.abspath(args.ckpt)), vocab)
+    args.tokenizer_dir = args.tokenizer_dir or os.path.dirname(os.path.abspath(args.ckpt))
+    tok = load_tokenizer(args.tokenizer_dir, vocab)
     if not 3 <= args.max_len <= seq_len:
         raise CramError(f"--max_len {args.max_len} must be between 3 and the model's {seq_len} positions")
     args.vocab_seq, args.pad_id, cfg.dropout = (vocab, seq_len), tok.special["pad"], args.dropout
@@ -342,23 +486,38 @@ def run(args):
     (out_dir / "predictions").mkdir(parents=True, exist_ok=True)
     info = run_info(device)
     print(f"settings: {json.dumps(vars(args))}\nrun: {json.dumps(info)}")
-    data = {t: load_task(t, args) for t in TASKS if t in wanted}  # in the table's order; a bad file costs no training
+    data = {task.name: (task, *load_task(task, args)) for task in tasks}  # every file read: a bad one costs no training
+    for task, train, _ in data.values():
+        kind = "regression" if task.labels is None else "classification"
+        counts = "" if task.labels is None else ", labels " + ", ".join(
+            f"{name!r} {n}" for name, n in zip(task.labels, np.bincount(train.labels, minlength=len(task.labels))))
+        print(f"task {task.name}: {kind}, text {[c for c in task.columns[:2] if c is not None]}, label "
+              f"{task.columns[2]!r}, {len(train.a)} train rows{counts}")
     inits = [False, True] if args.vs_random else [args.random_init]  # random init: the no-pretraining baseline
-    report, outputs = {init: {"table": {}, "results": {}, "tasks": {}} for init in inits}, {}
-    for task, (train, devs) in data.items():
+    report, outputs = {init: {"table": {}, "baseline": {}, "results": {}, "tasks": {}} for init in inits}, {}
+    for task, train, devs in data.values():
         for init in inits:  # the same data, seeds and recipe
             run_task(task, train, devs, None if init else pretrained.state_dict(), cfg, tok, args, device, outputs,
-                     report[init])
-    md = markdown({args.ckpt + " (random init)" * i: r["table"] for i, r in report.items()}, args.seeds, args.recipe)
+                     report[init], keep=bool(args.save_model) and init == inits[0])
     r, total_s = report[inits[0]], time.time() - t_start  # r: the first row's (pretrained unless --random_init)
+    titles = {s: f"{title} {task.metrics[0]}" for task, _, _ in data.values() for s, (title, _) in task.evals.items()}
+    md = markdown({args.ckpt + " (random init)" * i: rep["table"] for i, rep in report.items()}, r["baseline"], titles,
+                  args.seeds, args.recipe)
+    keep = r.pop("keep", None)
     outputs["glue.md"], outputs["glue.json"] = md, json.dumps({
         "checkpoint": os.path.abspath(args.ckpt), "random_init": inits[0], "recipe": args.recipe, "total_s": total_s,
         "settings": vars(args), "run": info, **r, "average": average(r["table"]), "average_over": list(r["table"]),
         **({f"random_init_{k}": v for k, v in report[True].items()} if args.vs_random else {})}, indent=1)
+    if keep:
+        from classify import save_classifier
+        task, train, _ = next(iter(data.values()))
+        save_classifier(args.save_model, task, keep, cfg, tok, args)
     for name, text in outputs.items():  # only now, all at once, glue.json last: a failed run leaves the earlier ones
-        (out_dir / f"{name}.tmp").write_text(text)  # then rename: never a half-written table or predictions file
+        (out_dir / f"{name}.tmp").write_text(text, encoding="utf-8")  # then rename: never a half-written file
         os.replace(out_dir / f"{name}.tmp", out_dir / name)
-    print("\n" + md + f"\nwrote {out_dir}/glue.md, glue.json and predictions/; total wall time {total_s / 60:.1f} min")
+    print("\n" + md + f"\nwrote {out_dir}/glue.md, glue.json and predictions/" +
+          (f", the classifier to {args.save_model} (classify.py)" if keep else "") +
+          f"; total wall time {total_s / 60:.1f} min")
     return r["table"]
 
 

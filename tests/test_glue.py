@@ -101,7 +101,7 @@ def glue(tmp_path_factory):
 
 # ---------------------------------------------------------------------------------------------- end to end
 
-@pytest.mark.parametrize("task", list(fg.TASKS))
+@pytest.mark.parametrize("task", list(fg.GLUE))
 def test_each_task_runs_end_to_end_and_writes_table_json_and_predictions(task, ckpt, glue, tmp_path):
     table = fg.main([str(ckpt), "--glue_dir", str(glue), "--tasks", task, "--epochs", "1", "--seeds", "2",
                      "--device", "cpu", "--out", str(tmp_path)])
@@ -113,11 +113,13 @@ def test_each_task_runs_end_to_end_and_writes_table_json_and_predictions(task, c
         assert len(report["results"][name]["per_seed"]) == 2
         rows = (tmp_path / "predictions" / f"{name}.tsv").read_text().splitlines()
         assert rows[0] == "index\tprediction\tlabel" and len(rows) == 1 + 6
-        # the prediction file reproduces the metric of the seed it came from
-        preds, labels = np.array([[float(x) for x in r.split("\t")[1:]] for r in rows[1:]]).T
+        # the prediction file, in label names, reproduces the metric of the seed it came from
+        spec = fg.glue_task(task, "")
+        value = (lambda x: spec.labels.index(x)) if spec.labels else float
+        preds, labels = np.array([[value(x) for x in r.split("\t")[1:]] for r in rows[1:]]).T
         seed = report["results"][name]["predictions_seed"]
         expected = report["results"][name]["per_seed"][seed]
-        assert fg.compute_metrics(task, preds, labels) == pytest.approx(expected)
+        assert fg.compute_metrics(spec, preds, labels) == pytest.approx(expected)
     assert "| model |" in (tmp_path / "glue.md").read_text()
 
 
@@ -189,7 +191,7 @@ def test_vs_random_reports_pretrained_random_init_and_their_difference(ckpt, glu
     cells = [line.strip("|").split("|") for line in (tmp_path / "glue.md").read_text().splitlines()
              if line.startswith("| ") and not line.startswith("| model")]
     rows = {c[0].strip(): [float(x) for x in c[1:]] for c in cells}
-    assert list(rows) == [str(ckpt), f"{ckpt} (random init)", "difference"]
+    assert list(rows) == [str(ckpt), f"{ckpt} (random init)", "difference", "no model (majority class / training mean)"]
     for name, table in [(str(ckpt), pre), (f"{ckpt} (random init)", rnd)]:
         assert rows[name] == pytest.approx([*table.values(), fg.average(table)], abs=0.05)
     difference = [pre[n] - rnd[n] for n in pre] + [fg.average(pre) - fg.average(rnd)]
@@ -231,25 +233,29 @@ def test_a_failed_or_interrupted_run_keeps_the_earlier_table_and_predictions(ckp
 
 # ---------------------------------------------------------------------------------------------- parsing
 
+def read(task, path, limit=0):
+    """A GLUE task's TSV as finetune_glue.py reads it."""
+    return fg.read_split(fg.glue_task(task, ""), str(path), limit)
+
+
 def test_quotes_are_text_not_csv_quoting(tmp_path):
     path = tmp_path / "dev.tsv"
     path.write_text('index\tsentence1\tsentence2\tlabel\n0\the said " hi\t"yes" , \'no\'\tentailment\n')
-    split = fg.read_tsv(str(path), *fg.TASKS["rte"][1:2], fg.TASKS["rte"][3])
+    split = read("rte", path)
     assert split.a == ['he said " hi'] and split.b == ['"yes" , \'no\''] and split.labels.tolist() == [0]
 
 
 def test_label_ids_match_the_hub(glue):
     for task, expected in [("rte", [0, 1]), ("qnli", [0, 1]), ("mnli", [0, 1, 2]), ("cola", [0, 1])]:
-        folder, cols, _, labels = fg.TASKS[task]
         name = "dev_matched.tsv" if task == "mnli" else "dev.tsv"
-        split = fg.read_tsv(str(glue / folder / name), cols, labels)
+        split = read(task, glue / fg.GLUE[task][0] / name)
         assert split.labels[:len(expected)].tolist() == expected  # rows cycle through the labels in hub order
 
 
 def test_mrpc_bom_and_stsb_float_scores(glue):
-    mrpc = fg.read_tsv(str(glue / "MRPC" / "train.tsv"), *[fg.TASKS["mrpc"][i] for i in (1, 3)])
+    mrpc = read("mrpc", glue / "MRPC" / "train.tsv")
     assert len(mrpc.a) == 12 and mrpc.labels.tolist()[:2] == [0, 1]
-    stsb = fg.read_tsv(str(glue / "STS-B" / "dev.tsv"), fg.TASKS["stsb"][1], None)
+    stsb = read("stsb", glue / "STS-B" / "dev.tsv")
     assert stsb.labels.dtype == np.float64 and stsb.labels.tolist()[:3] == [0.0, 0.75, 1.5]
 
 
@@ -257,7 +263,7 @@ def test_malformed_row_is_skipped_and_reported_with_file_and_line(tmp_path, caps
     path = tmp_path / "train.tsv"
     path.write_text("index\tquestion\tsentence\tlabel\n0\tq\ts\tentailment\n1\tbroken row\tentailment\n"
                     "2\tq\ts\tmaybe\n3\tq\ts\tnot_entailment\n")
-    split = fg.read_tsv(str(path), fg.TASKS["qnli"][1], fg.TASKS["qnli"][3])
+    split = read("qnli", path)
     assert split.labels.tolist() == [0, 1]
     err = capsys.readouterr().err
     assert str(path) in err and "skipped 2" in err and "line 3: 3 fields, expected 4" in err and "line 4" in err
@@ -267,7 +273,7 @@ def test_a_row_that_is_not_utf8_is_skipped_and_reported_with_its_line(tmp_path, 
     path = tmp_path / "dev.tsv"
     path.write_bytes(b"index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n1\tcaf\xe9\tb\tentailment\n"
                      b"2\ta\tb\tnot_entailment\n")
-    split = fg.read_tsv(str(path), fg.TASKS["rte"][1], fg.TASKS["rte"][3])
+    split = read("rte", path)
     assert split.a == ["a", "a"] and split.labels.tolist() == [0, 1]
     err = capsys.readouterr().err
     assert str(path) in err and "skipped 1" in err and "line 3: not UTF-8 text" in err, err
@@ -279,12 +285,12 @@ def test_random_bytes_as_a_task_file_are_a_one_line_error(task, seed, tmp_path):
     path = tmp_path / "train.tsv"
     path.write_bytes(np.random.default_rng(seed).bytes(50 * 10 ** seed))
     with pytest.raises(fg.CramError, match=re.escape(str(path))) as e:  # anything else would be a traceback
-        fg.read_tsv(str(path), fg.TASKS[task][1], fg.TASKS[task][3])
+        read(task, path)
     assert len(str(e.value).splitlines()) == 1
 
 
 def test_max_train_keeps_the_first_rows(glue):
-    split = fg.read_tsv(str(glue / "SST-2" / "train.tsv"), fg.TASKS["sst2"][1], fg.TASKS["sst2"][3], limit=5)
+    split = read("sst2", glue / "SST-2" / "train.tsv", limit=5)
     assert len(split.a) == 5
 
 
@@ -302,9 +308,9 @@ def test_inputs_are_cls_a_sep_b_sep_truncated_to_max_len():
     class Tok:
         special, cls_first = {"cls": 2, "sep": 3}, True
         encode_batch = staticmethod(lambda texts: [[int(w) for w in t.split()] for t in texts])
-    pair = fg.encode(Tok, fg.Split(["7 8", " ".join(["9"] * 300)], ["5", "6 6"], None), 16)
+    pair = fg.encode(Tok, fg.Split(["7 8", " ".join(["9"] * 300)], ["5", "6 6"], None, None), 16)
     assert pair[0] == [2, 7, 8, 3, 5, 3] and len(pair[1]) == 16 and pair[1][-4:] == [3, 6, 6, 3]
-    single = fg.encode(Tok, fg.Split(["7 8", " ".join(["9"] * 300)], None, None), 16)
+    single = fg.encode(Tok, fg.Split(["7 8", " ".join(["9"] * 300)], None, None, None), 16)
     assert single[0] == [2, 7, 8, 3] and len(single[1]) == 16 and single[1][-1] == 3
 
 
@@ -312,9 +318,9 @@ def test_a_tokenizer_without_a_leading_cls_frames_a_single_text_as_a_sep_and_a_p
     class Tok:  # the paper's release: "A <sep>" and "<cls> A <sep> B <sep>"
         special, cls_first = {"cls": 2, "sep": 1}, False
         encode_batch = staticmethod(lambda texts: [[int(w) for w in t.split()] for t in texts])
-    single = fg.encode(Tok, fg.Split(["7 8", " ".join(["9"] * 300)], None, None), 16)
+    single = fg.encode(Tok, fg.Split(["7 8", " ".join(["9"] * 300)], None, None, None), 16)
     assert single[0] == [7, 8, 1] and len(single[1]) == 16 and single[1][-1] == 1
-    assert fg.encode(Tok, fg.Split(["7 8"], ["5"], None), 16) == [[2, 7, 8, 1, 5, 1]]
+    assert fg.encode(Tok, fg.Split(["7 8"], ["5"], None, None), 16) == [[2, 7, 8, 1, 5, 1]]
 
 
 def test_batches_are_padded_to_their_longest_sequence_with_a_mask():
@@ -388,23 +394,26 @@ def test_padding_does_not_change_a_mean_pooled_prediction(pair):
 def test_metrics_equal_hand_computed_values():
     preds, labels = np.array([1, 1, 0, 0, 1, 0]), np.array([1, 0, 0, 0, 1, 1])
     # tp 2, fp 1, fn 1, tn 2: acc 4/6, f1 2*2/(2*2+1+1), mcc (2*2-1*1)/sqrt(3*3*3*3)
-    assert fg.compute_metrics("mrpc", preds, labels) == pytest.approx({"acc": 100 * 4 / 6, "f1": 100 * 4 / 6})
-    assert fg.compute_metrics("cola", preds, labels)["mcc"] == pytest.approx(100 * 3 / 9)
-    assert fg.compute_metrics("rte", preds, labels) == pytest.approx({"acc": 100 * 4 / 6})
-    sts = fg.compute_metrics("stsb", np.array([1.0, 2.0, 3.0, 5.0]), np.array([1.0, 2.0, 3.0, 4.0]))
+    assert fg.compute_metrics(fg.glue_task("mrpc", ""), preds, labels) == pytest.approx({"acc": 100 * 4 / 6, "f1": 100 * 4 / 6})
+    assert fg.compute_metrics(fg.glue_task("cola", ""), preds, labels)["mcc"] == pytest.approx(100 * 3 / 9)
+    assert fg.compute_metrics(fg.glue_task("rte", ""), preds, labels) == pytest.approx({"acc": 100 * 4 / 6})
+    sts = fg.compute_metrics(fg.glue_task("stsb", ""), np.array([1.0, 2.0, 3.0, 5.0]), np.array([1.0, 2.0, 3.0, 4.0]))
     x, y = np.array([1.0, 2, 3, 5]) - 2.75, np.array([1.0, 2, 3, 4]) - 2.5
     assert sts["pearson"] == pytest.approx(100 * (x @ y) / np.sqrt((x @ x) * (y @ y)))
     assert sts["spearman"] == pytest.approx(100.0)
-    assert fg.compute_metrics("stsb", np.ones(4), np.arange(4.0)) == {"pearson": 0.0, "spearman": 0.0}
-    assert fg.compute_metrics("cola", np.ones(6), labels)["mcc"] == 0.0
+    assert fg.compute_metrics(fg.glue_task("stsb", ""), np.ones(4), np.arange(4.0)) == {"pearson": 0.0, "spearman": 0.0}
+    assert fg.compute_metrics(fg.glue_task("cola", ""), np.ones(6), labels)["mcc"] == 0.0
 
 
 def test_average_is_the_plain_mean_of_the_nine_numbers():
-    table = dict(zip(fg.COLUMNS, [40.0, 90.0, 85.0, 80.0, 85.0, 80.0, 81.0, 88.0, 55.0]))
+    titles = {s: f"{title} {t.metrics[0]}" for t in map(lambda n: fg.glue_task(n, ""), fg.GLUE)
+              for s, (title, _) in t.evals.items()}
+    table = dict(zip(titles, [40.0, 90.0, 85.0, 80.0, 85.0, 80.0, 81.0, 88.0, 55.0]))
     assert fg.average(table) == pytest.approx(684 / 9)
-    md = fg.markdown({"ckpt.pt": table}, 5, "paper")
-    assert "| 76.0 |" in md and "all 9 numbers" in md and "MNLI-mm acc" in md
-    assert "subset" in fg.markdown({"ckpt.pt": {"rte": 55.0, "cola": 40.0}}, 5, "paper")
+    md = fg.markdown({"ckpt.pt": table}, dict.fromkeys(table, 50.0), titles, 5, "paper")
+    assert "| 76.0 |" in md and "all 9 numbers" in md and "MNLI-mm acc" in md and "| no model" in md
+    two = {"rte": titles["rte"], "cola": titles["cola"]}
+    assert "subset" in fg.markdown({"ckpt.pt": {"rte": 55.0, "cola": 40.0}}, {"rte": 50.0, "cola": 0.0}, two, 5, "x")
 
 
 # ---------------------------------------------------------------------------------------------- bad input
@@ -503,7 +512,7 @@ def test_hub_splits_map_every_tasks_columns_and_drop_unlabelled_rows(monkeypatch
 
     def fake_load_dataset(name, task, split):
         asked.append((name, task, split))
-        col_a, col_b = fg.TASKS[task][2]
+        col_a, col_b = fg.GLUE[task][2]
         labels = [0.5, 4.0, -1.0] if task == "stsb" else [1, 0, -1]
         cols = {col_a: [f"{split} a{i}" for i in range(3)], "label": labels, "idx": [0, 1, 2]}
         if col_b:
@@ -512,10 +521,10 @@ def test_hub_splits_map_every_tasks_columns_and_drop_unlabelled_rows(monkeypatch
 
     monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
     args = type("Args", (), {"glue_dir": None, "max_train": 2})()
-    for task in fg.TASKS:
-        train, devs = fg.load_task(task, args)
+    for task in fg.GLUE:
+        train, devs = fg.load_task(fg.glue_task(task, None), args)
         assert list(train.a) == ["train a0", "train a1"] and list(train.labels) in ([1, 0], [0.5, 4.0])
-        assert (train.b is None) == (fg.TASKS[task][2][1] is None)
+        assert (train.b is None) == (fg.GLUE[task][2][1] is None)
         for split in devs.values():
             assert len(split.a) == 2, f"{task}: the label -1 row must be dropped"
     assert ("nyu-mll/glue", "mnli", "validation_matched") in asked

@@ -1,0 +1,201 @@
+"""Use a fine-tuned classifier: label new text with the model finetune_glue.py kept with --save_model.
+
+    python classify.py models/bbc "Shares in the firm rose by 10% after its profits beat forecasts"  # a line per text
+    python classify.py models/rte "A man is playing a guitar. [SEP] A man plays music."    # a two-text task: A [SEP] B
+    python classify.py models/bbc --input dev.csv --output dev.predicted.csv                 # a file: columns added
+
+The folder holds everything the classifier needs: model.pt (the encoder's and the head's weights and settings,
+tensors and plain values only: loading it can never run code), classifier.json (the task: its label names or
+"regression", its text columns, the max length, the dev metrics it reached) and the tokenizer files of its encoder.
+A text is encoded as fine-tuning encoded it (finetune_glue.encode), the head's largest logit names the label and a
+softmax gives its probability; a regression prints the value. With --input, each row is written back with the
+columns prediction and probability added; if the file has the label column, the metric is printed at the end.
+"""
+import argparse
+import csv
+import io
+import json
+import os
+import re
+import shutil
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from cram import Config, CramError, CrammedBERT, pick_device
+from finetune_glue import GlueModel, Split, Task, compute_metrics, decide, encode, predict, read_split, read_table
+from prepare import load_tokenizer
+
+FORMAT = "cram-classifier/1"  # classifier.json's "format": what marks a folder as one of ours
+TOKENIZER_FILES = ("meta.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The saved classifier: written by finetune_glue.py --save_model, read here.
+
+def check_save_dir(path, tasks):
+    """Refuse, before any training, a --save_model folder that holds something other than a saved classifier."""
+    if len(tasks) != 1:
+        raise CramError(f"--save_model keeps one task's classifier, but {len(tasks)} tasks would run: name one with "
+                        "--tasks, or use --train_file")
+    folder = Path(path)
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir()) and not is_classifier(folder)):
+        raise CramError(f"--save_model {path} holds something that is not a saved classifier: choose a new or empty "
+                        "folder (a folder it did not write is never overwritten)")
+
+
+def is_classifier(folder):
+    try:
+        return json.loads((Path(folder) / "classifier.json").read_text(encoding="utf-8")).get("format") == FORMAT
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def save_classifier(path, task, keep, cfg, tok, args):
+    """The median seed's classifier as a folder: model.pt, classifier.json and the tokenizer files. Built beside the
+    destination and swapped in whole: a crash leaves the previous classifier (or none), never half of one."""
+    folder = Path(path)
+    stage, old = folder.with_name(folder.name + f".tmp-{os.getpid()}"), folder.with_name(folder.name + f".old-{os.getpid()}")
+    shutil.rmtree(stage, ignore_errors=True)
+    stage.mkdir(parents=True)
+    head = dict(n_out=len(task.labels or [0]), hidden=args.head_hidden, pool=args.pool, sep_id=tok.special["sep"],
+                pair=task.columns[1] is not None)
+    torch.save({"config": asdict(cfg), "vocab_seq": list(args.vocab_seq), "head": head, "model": keep["state"]},
+               stage / "model.pt")
+    info = {"format": FORMAT, "task": task.name, "type": "regression" if task.labels is None else "classification",
+            "labels": task.labels, "text_columns": [c for c in task.columns[:2] if c is not None],
+            "label_column": task.columns[2], "metrics": task.metrics, "max_len": args.max_len,
+            "eval_batch_size": args.eval_batch_size, "dev": keep["metrics"], "no_model": keep["baseline"],
+            "seed": keep["seed"], "checkpoint": os.path.abspath(args.ckpt), "recipe": args.recipe}
+    (stage / "classifier.json").write_text(json.dumps(info, indent=1), encoding="utf-8")
+    for name in TOKENIZER_FILES:  # whichever the encoder's tokenizer has: ours, or the paper's release
+        if (Path(args.tokenizer_dir) / name).is_file():
+            shutil.copyfile(Path(args.tokenizer_dir) / name, stage / name)
+    if folder.exists():
+        os.replace(folder, old)
+    os.replace(stage, folder)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def load_classifier(path, device="cpu"):
+    """(model, info, tok) of a saved classifier folder; anything else, or a damaged file, is one line."""
+    folder = Path(path)
+    if not (folder / "model.pt").is_file() or not is_classifier(folder):
+        raise CramError(f"{path} is not a saved classifier (no model.pt and classifier.json): make one with "
+                        "finetune_glue.py ... --save_model DIR")
+    try:
+        info = json.loads((folder / "classifier.json").read_text(encoding="utf-8"))
+        saved = torch.load(folder / "model.pt", map_location="cpu", weights_only=True)  # tensors and plain values
+        vocab, seq_len = saved["vocab_seq"]
+        head = saved["head"]
+        model = GlueModel(CrammedBERT(Config(**saved["config"]), vocab, seq_len), saved["config"]["n_embd"],
+                          head["n_out"], head["hidden"], 0.0, head["pool"], head["sep_id"], head["pair"])
+        model.load_state_dict(saved["model"])
+        if (info["labels"] is None) != (head["n_out"] == 1) or info["labels"] and len(info["labels"]) != head["n_out"]:
+            raise ValueError("the label names do not match the head")
+    except Exception as e:  # not a torch file, a crafted pickle, a field missing or of the wrong shape
+        raise CramError(f"{folder / 'model.pt'} is damaged or not a saved classifier ({type(e).__name__}: "
+                        f"{' '.join(str(e).split())[:150]}): fine-tune again with --save_model") from None
+    return model.to(device), info, load_tokenizer(folder, vocab)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Writing a file back, with the predictions.
+
+def write_rows(path, columns, rows):
+    """rows (dicts) to path as .csv, .tsv (tabs and newlines in a value become spaces), .json or .jsonl; atomic."""
+    kind, buf = Path(path).suffix.lower(), io.StringIO()
+    if kind == ".csv":
+        writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n", extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    elif kind == ".tsv":
+        clean = lambda v: re.sub(r"[\t\r\n]", " ", "" if v is None else str(v))  # noqa: E731
+        buf.write("".join("\t".join(clean(r.get(c)) for c in columns) + "\n" for r in [dict(zip(columns, columns))]
+                          + rows))
+    elif kind == ".jsonl":
+        buf.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    elif kind == ".json":
+        buf.write(json.dumps(rows, ensure_ascii=False, indent=1) + "\n")
+    else:
+        raise CramError(f"--output {path} must end in .csv, .tsv, .json or .jsonl")
+    tmp = Path(str(path) + ".tmp")
+    tmp.write_text(buf.getvalue(), encoding="utf-8", newline="")
+    os.replace(tmp, path)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description="Label text with a classifier kept by finetune_glue.py --save_model.")
+    p.add_argument("model", help="the folder written by finetune_glue.py --save_model")
+    p.add_argument("texts", nargs="*", help="texts to label; a two-text task takes \"first [SEP] second\"")
+    p.add_argument("--input", help="a .csv, .tsv, .json or .jsonl file to label, row by row")
+    p.add_argument("--output", help="where the labelled rows go (default: INPUT's name + .predicted)")
+    p.add_argument("--text_columns", help="the input's text column(s), a or a,b (default: the classifier's)")
+    p.add_argument("--label_column", help="a column of true labels to score against (default: the classifier's)")
+    p.add_argument("--batch_size", type=int, help="texts per forward pass (default: fine-tuning's evaluation batch)")
+    p.add_argument("--device", default="cpu", help="cpu, cuda, mps or auto")
+    args = p.parse_args(argv)
+    try:
+        if bool(args.texts) == bool(args.input):
+            raise CramError("give texts to label, or --input FILE (one of the two)")
+        if args.batch_size is not None and args.batch_size < 1:
+            raise CramError(f"--batch_size must be >= 1 (got {args.batch_size})")
+        device = pick_device(args.device)
+        model, info, tok = load_classifier(args.model, device)
+        labels, pair = info["labels"], len(info["text_columns"]) == 2
+        text_cols = [c.strip() for c in args.text_columns.split(",")] if args.text_columns else info["text_columns"]
+        if len(text_cols) != len(info["text_columns"]):
+            raise CramError(f"--text_columns names {len(text_cols)} column(s), but the classifier reads "
+                            f"{len(info['text_columns'])} text(s) per example")
+        task = Task(info["task"], (*text_cols, None)[:2] + (args.label_column or info["label_column"],),
+                    labels and tuple(labels), tuple(info["metrics"]), "", {})
+        if args.texts:
+            split = texts_split(args.texts, pair, tok)
+            labelled = False
+        else:
+            columns = read_table(args.input)[0]
+            labelled = task.columns[2] in columns
+            split = read_split(task, args.input, labelled=labelled)
+        run = argparse.Namespace(eval_batch_size=args.batch_size or info["eval_batch_size"], pad_id=tok.special["pad"])
+        out = predict(model, encode(tok, split, info["max_len"]), run, device, progress=len(split.a) > 10 * run.eval_batch_size)
+        preds = decide(out)
+        probs = torch.from_numpy(out).softmax(-1).max(-1).values.numpy() if labels else None
+        shown = [labels[int(y)] if labels else float(y) for y in preds]
+        if args.texts:
+            for text, label, i in zip(args.texts, shown, range(len(shown))):
+                print(f"{label}\t{probs[i]:.3f}\t{text}" if labels else f"{label:.4f}\t{text}")
+            return shown
+        output = args.output or str(Path(args.input).with_suffix(".predicted" + Path(args.input).suffix))
+        if Path(output).resolve() == Path(args.input).resolve():
+            raise CramError(f"--output {output} is the input file: choose another name (the input stays as it is)")
+        rows = [{**row, "prediction": label, **({"probability": round(float(q), 6)} if labels else {})}
+                for row, label, q in zip(split.rows, shown, probs if labels else preds)]
+        write_rows(output, [*columns, "prediction", *(["probability"] if labels else [])], rows)
+        print(f"wrote {len(rows)} labelled rows to {output}")
+        if labelled:
+            scores = compute_metrics(task, preds, split.labels)
+            print(f"{task.name}: " + ", ".join(f"{k} {v:.2f}" for k, v in scores.items()) +
+                  f" on {len(rows)} rows of {args.input} (at fine-tuning: " +
+                  ", ".join(f"{k} {v:.2f}" for k, v in info["dev"].items()) + ")")
+        return shown
+    except CramError as e:
+        sys.exit(f"classify.py: error: {e}")
+
+
+def texts_split(texts, pair, tok):
+    """Command-line texts as a Split; a two-text task's as "first [SEP] second" (or the tokenizer's own separator)."""
+    sep = re.compile(r"\s*\[sep\]\s*|\s*<sep>\s*", re.IGNORECASE)
+    parts = [sep.split(t) if pair else [t] for t in texts]
+    for n, (text, p) in enumerate(zip(texts, parts), 1):
+        if pair and len(p) != 2:
+            raise CramError(f"text {n} ({text[:60]!r}) is not \"first [SEP] second\": this classifier reads two texts")
+        if not all(x.strip() for x in p):
+            raise CramError(f"text {n} is empty{' on one side of [SEP]' * pair}: give the classifier words to read")
+    return Split([p[0] for p in parts], [p[1] for p in parts] if pair else None, None, None)
+
+
+if __name__ == "__main__":
+    main()
