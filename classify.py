@@ -22,7 +22,6 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from cram import Config, CramError, CrammedBERT, pick_device
@@ -61,6 +60,18 @@ def save_classifier(path, task, keep, cfg, tok, args):
     stage, old = folder.with_name(folder.name + f".tmp-{os.getpid()}"), folder.with_name(folder.name + f".old-{os.getpid()}")
     shutil.rmtree(stage, ignore_errors=True)
     stage.mkdir(parents=True)
+    try:
+        write_classifier(stage, task, keep, cfg, tok, args)
+    except BaseException:  # a full disk, Ctrl-C: the half-built folder goes, the old classifier stays
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    if folder.exists():
+        os.replace(folder, old)
+    os.replace(stage, folder)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def write_classifier(stage, task, keep, cfg, tok, args):
     head = dict(n_out=len(task.labels or [0]), hidden=args.head_hidden, pool=args.pool, sep_id=tok.special["sep"],
                 pair=task.columns[1] is not None)
     torch.save({"config": asdict(cfg), "vocab_seq": list(args.vocab_seq), "head": head, "model": keep["state"]},
@@ -74,10 +85,6 @@ def save_classifier(path, task, keep, cfg, tok, args):
     for name in TOKENIZER_FILES:  # whichever the encoder's tokenizer has: ours, or the paper's release
         if (Path(args.tokenizer_dir) / name).is_file():
             shutil.copyfile(Path(args.tokenizer_dir) / name, stage / name)
-    if folder.exists():
-        os.replace(folder, old)
-    os.replace(stage, folder)
-    shutil.rmtree(old, ignore_errors=True)
 
 
 def load_classifier(path, device="cpu"):

@@ -1,5 +1,4 @@
 """finetune_glue.py as a specification: GLUE TSV parsing, inputs, metrics, the table, and one-line errors."""
-import dataclasses
 import json
 import os
 import re
@@ -18,8 +17,7 @@ sys.path.insert(0, str(ROOT))
 import finetune_glue as fg  # noqa: E402
 from cram import Config, CrammedBERT  # noqa: E402
 
-WORDS = ("the a cat dog sat on mat is not good bad movie film he said \" ' , . ? ! yes no man woman play "
-         "plays playing ran runs quickly why what who where how it was were").split()
+from conftest import WORDS  # noqa: E402
 
 # Tiny GLUE files in each task's real layout: headerless CoLA, MRPC with a byte-order mark, 10-column STS-B with
 # float scores, MNLI with many columns and two dev sets, and quote characters that are text, not CSV quoting.
@@ -58,28 +56,6 @@ def write_task(glue, folder, n_train=12, n_dev=6, seed=0):
                                                 for i in range(n)]
         bom = "\ufeff" if folder == "MRPC" else ""
         (glue / folder / name).write_text(bom + "".join("\t".join(f) + "\n" for f in lines), encoding="utf-8")
-
-
-@pytest.fixture(scope="module")
-def ckpt(tmp_path_factory):
-    """A 1-layer, 32-wide checkpoint in cram.py's layout, with a tiny WordPiece tokenizer beside it."""
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
-    folder = tmp_path_factory.mktemp("ckpt")
-    vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS)}
-    tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
-    tok.normalizer = normalizers.Lowercase()
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tok.save(str(folder / "tokenizer.json"))
-    meta = {"version": 1, "tokenizer": "wordpiece", "tokenizer_file": "tokenizer.json", "vocab_size": len(vocab),
-            "special_ids": {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}, "seq_len": 128,
-            "num_sequences": {"train": 1, "val": 1}}
-    (folder / "meta.json").write_text(json.dumps(meta))
-    cfg = Config(n_layer=1, n_embd=32, n_head=2, ffn_hidden=64)
-    torch.manual_seed(1234)  # not a fine-tuning seed, so --random_init's weights differ from these
-    model = CrammedBERT(cfg, len(vocab), 128)
-    torch.save({"model": model.state_dict(), "config": dataclasses.asdict(cfg), "vocab_size": len(vocab),
-                "seq_len": 128, "meta": meta, "step": 0}, folder / "ckpt.pt")
-    return folder / "ckpt.pt"
 
 
 def with_preset(ckpt, preset, folder):

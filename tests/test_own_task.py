@@ -1,0 +1,276 @@
+"""Your own task as a specification: files in four formats, run_glue.py's column and label conventions, the no-model
+baseline, a kept classifier that classify.py uses (the same predictions, the same metric), and one-line errors."""
+import json
+import pickle
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+import classify  # noqa: E402
+import finetune_glue as fg  # noqa: E402
+from conftest import WORDS  # noqa: E402  (and the fixture ckpt: a 1 x 32 checkpoint with its tokenizer)
+
+FAST = ["--epochs", "2", "--seeds", "3", "--device", "cpu", "--lr", "1e-3"]
+TOPICS = ["sport", "Sci/Tech", "world"]
+
+
+def rows(n, seed=0, pair=False, label=lambda i: TOPICS[i % 3]):
+    rng = np.random.default_rng(seed)
+    text = lambda i: " ".join(rng.choice(WORDS, size=2 + i % 6))  # noqa: E731
+    return [{**({"sentence1": text(i), "sentence2": text(i)} if pair else {"sentence": text(i)}), "label": label(i)}
+            for i in range(n)]
+
+
+def write(path, items, columns=None):
+    """items (dicts) as CSV (Excel's: a byte-order mark, CRLF, quoted where needed), TSV, JSON or JSON Lines."""
+    path, columns = Path(path), columns or list(items[0])
+    if path.suffix == ".csv":
+        quote = lambda v: '"' + str(v).replace('"', '""') + '"' if re.search(r'[,"\n]', str(v)) else str(v)
+        text = "\ufeff" + "".join(",".join(quote(r[c]) for c in columns) + "\r\n" for r in [dict(zip(columns, columns))]
+                                  + items)
+    elif path.suffix == ".tsv":
+        text = "".join("\t".join(str(r[c]) for c in columns) + "\n" for r in [dict(zip(columns, columns))] + items)
+    elif path.suffix == ".json":
+        text = json.dumps(items)
+    else:
+        text = "".join(json.dumps(r) + "\n" for r in items)
+    path.write_text(text, encoding="utf-8", newline="")
+    return str(path)
+
+
+def task_of(train, **flags):
+    args = fg.parse_args(["ckpt.pt", "--train_file", train, "--validation_file", train] +
+                         [x for k, v in flags.items() for x in (f"--{k}", v)])
+    return fg.file_task(args)
+
+
+# ---------------------------------------------------------------------------------------------- files and columns
+
+def test_the_four_formats_read_as_the_same_rows_excel_s_bom_crlf_and_quoted_commas_and_newlines_included(tmp_path):
+    items = rows(8)
+    items[1]["sentence"] = 'he said, "yes"\nand ran'  # a comma, quotes and a line break inside one field
+    splits = []
+    for ext in ("csv", "tsv", "json", "jsonl"):
+        its = [dict(r, sentence=r["sentence"].replace("\n", " ")) for r in items] if ext == "tsv" else items
+        path = write(tmp_path / f"train.{ext}", its)
+        splits.append(fg.read_split(task_of(path), path))
+    csv_split = splits[0]
+    assert csv_split.a[1] == 'he said, "yes"\nand ran' and len(csv_split.a) == 8
+    for s in splits[1:]:
+        assert s.labels.tolist() == csv_split.labels.tolist() and len(s.a) == 8
+    assert splits[2].a == splits[3].a == csv_split.a
+
+
+@pytest.mark.parametrize("columns, expected", [
+    (["sentence1", "sentence2", "sentence", "label"], ("sentence1", "sentence2")),
+    (["sentence", "text", "label"], ("sentence", None)),
+    (["id", "text", "label"], ("text", None)),
+])
+def test_text_columns_default_as_run_glue_py_sentence1_and_2_then_sentence_then_text(columns, expected, tmp_path):
+    items = [{c: ("1" if c == "label" else "a b") for c in columns}, {c: ("0" if c == "label" else "b") for c in columns}]
+    assert task_of(write(tmp_path / "t.csv", items)).columns == (*expected, "label")
+
+
+def test_text_and_label_columns_can_be_named(tmp_path):
+    items = [{"review": "good film", "title": "a", "stars": "5"}, {"review": "bad", "title": "b", "stars": "1"}]
+    task = task_of(write(tmp_path / "t.csv", items), text_columns="title,review", label_column="stars")
+    assert task.columns == ("title", "review", "stars") and task.labels == ("1", "5")
+
+
+def test_a_file_without_a_known_text_column_names_the_columns_it_has(tmp_path):
+    path = write(tmp_path / "t.csv", [{"review": "good", "label": "1"}, {"review": "bad", "label": "0"}])
+    with pytest.raises(fg.CramError, match=r"columns are \['review', 'label'\].*--text_columns"):
+        task_of(path)
+    with pytest.raises(fg.CramError, match=r"no column 'stars'; its columns are \['review', 'label'\]"):
+        task_of(path, text_columns="review", label_column="stars")
+
+
+# ---------------------------------------------------------------------------------------------- labels and metrics
+
+@pytest.mark.parametrize("values, labels", [
+    (["2", "10", "-1", "2"], ("-1", "2", "10")),                  # integers: classes, in numeric order
+    (["Sci/Tech", "sport", "Sci/Tech"], ("Sci/Tech", "sport")),   # strings: classes named by them
+    (["0.5", "3", "4.25", "1"], None),                            # a decimal point: a regression, as float labels
+    (["1e-3", "2", "3"], None),
+])
+def test_float_labels_make_a_regression_anything_else_classes_named_by_their_values(values, labels, tmp_path):
+    items = [{"text": f"w{i}", "label": v} for i, v in enumerate(values)]
+    task = task_of(write(tmp_path / "t.csv", items))
+    assert task.labels == labels
+    assert task.metrics == (("pearson", "spearman", "rmse") if labels is None else
+                            ("acc", "macro_f1", "mcc") if len(labels) == 2 else ("acc", "macro_f1"))
+
+
+def test_json_numbers_follow_the_same_rule_floats_regress_integers_classify(tmp_path):
+    assert task_of(write(tmp_path / "a.jsonl", [{"text": "a", "label": 1.0}, {"text": "b", "label": 2}])).labels is None
+    assert task_of(write(tmp_path / "b.jsonl", [{"text": "a", "label": 1}, {"text": "b", "label": 0}])).labels == (
+        "0", "1")
+
+
+def test_the_baseline_is_the_majority_class_or_the_training_mean():
+    cls, reg = fg.Task("t", ("text", None, "label"), ("a", "b", "c"), ("acc", "macro_f1"), "", {}), \
+        fg.Task("t", ("text", None, "label"), None, ("pearson", "spearman", "rmse"), "", {})
+    assert fg.baseline(cls, np.array([0, 2, 2, 1]), 3).tolist() == [2, 2, 2]
+    assert fg.baseline(reg, np.array([1.0, 2.0, 6.0]), 2).tolist() == [3.0, 3.0]
+    scores = fg.compute_metrics(cls, np.array([2, 2, 2, 2]), np.array([2, 2, 0, 1]))
+    assert scores["acc"] == 50.0 and scores["macro_f1"] == pytest.approx(100 * (2 / 3) / 3)
+    assert fg.compute_metrics(reg, np.full(3, 3.0), np.array([1.0, 3.0, 5.0]))["rmse"] == pytest.approx(np.sqrt(8 / 3))
+
+
+def test_the_task_is_named_after_the_file_or_its_folder(tmp_path):
+    (tmp_path / "reviews").mkdir()
+    items = rows(4)
+    assert task_of(write(tmp_path / "reviews" / "train.csv", items)).name == "reviews"
+    assert task_of(write(tmp_path / "reviews" / "imdb_small.csv", items)).name == "imdb_small"
+    assert task_of(write(tmp_path / "reviews" / "x.csv", items), task_name="mine").name == "mine"
+
+
+# ---------------------------------------------------------------------------------------------- end to end
+
+@pytest.fixture(scope="module")
+def kept(ckpt, tmp_path_factory):
+    """A pair task fine-tuned from a CSV (3 seeds) with --save_model, its dev file in JSON Lines."""
+    tmp = tmp_path_factory.mktemp("own")
+    (tmp / "pairs").mkdir()
+    train = write(tmp / "pairs" / "train.csv", rows(30, 1, pair=True))
+    dev = write(tmp / "pairs" / "dev.jsonl", rows(12, 2, pair=True))
+    table = fg.main([str(ckpt), "--train_file", train, "--validation_file", dev, "--save_model", str(tmp / "model"),
+                     "--out", str(tmp / "out"), *FAST])
+    return tmp, train, dev, table
+
+
+def test_own_task_fine_tunes_reports_metrics_and_baseline_and_keeps_the_median_seed(kept):
+    tmp, _, _, table = kept
+    report = json.loads((tmp / "out" / "glue.json").read_text(encoding="utf-8"))
+    result = report["results"]["pairs"]
+    assert list(table) == ["pairs"] and result["main"] == "acc"
+    assert set(result["median"]) == {"acc", "macro_f1"} and result["baseline"]["acc"] == pytest.approx(100 * 4 / 12)
+    info = json.loads((tmp / "model" / "classifier.json").read_text(encoding="utf-8"))
+    assert info["labels"] == ["Sci/Tech", "sport", "world"] and info["text_columns"] == ["sentence1", "sentence2"]
+    assert info["dev"] == result["per_seed"][result["predictions_seed"]] and info["seed"] == result["predictions_seed"]
+    assert {p.name for p in (tmp / "model").iterdir()} == {"model.pt", "classifier.json", "meta.json", "tokenizer.json"}
+    assert "| no model (majority class / training mean) | 33.3 |" in (tmp / "out" / "glue.md").read_text("utf-8")
+
+
+def test_classify_on_the_validation_file_reproduces_the_fine_tuning_predictions_and_metric(kept, capsys):
+    tmp, _, dev, _ = kept
+    out = tmp / "labelled.csv"
+    classify.main([str(tmp / "model"), "--input", dev, "--output", str(out)])
+    printed = capsys.readouterr().out
+    info = json.loads((tmp / "model" / "classifier.json").read_text(encoding="utf-8"))
+    assert f"acc {info['dev']['acc']:.2f}" in printed.split("(at fine-tuning")[0]
+    written = fg.read_table(str(out))
+    assert written[0] == ["sentence1", "sentence2", "label", "prediction", "probability"]
+    fine_tuned = [line.split("\t")[1] for line in (tmp / "out" / "predictions" / "pairs.tsv").read_text(
+        encoding="utf-8").splitlines()[1:]]
+    assert [r["prediction"] for _, r in written[1]] == fine_tuned
+    assert all(1 / 3 <= float(r["probability"]) <= 1 for _, r in written[1])
+
+
+def test_classify_labels_texts_given_on_the_command_line_with_sep_between_a_pair(kept, capsys):
+    tmp, _, dev, _ = kept
+    first = fg.read_table(dev)[1][0][1]
+    shown = classify.main([str(tmp / "model"), f"{first['sentence1']} [SEP] {first['sentence2']}", "cat [SEP] dog"])
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(shown) == 2 and all(label in TOPICS for label in shown)
+    assert lines[0].split("\t")[0] == shown[0] and 0 < float(lines[0].split("\t")[1]) <= 1
+    labelled = fg.read_table(str(tmp / "labelled.csv"))[1] if (tmp / "labelled.csv").exists() else None
+    if labelled:  # the same text, alone or in a file, gets the same label
+        assert shown[0] == labelled[0][1]["prediction"]
+
+
+def test_a_regression_is_kept_and_classify_prints_the_value(ckpt, tmp_path, capsys):
+    items = [{"text": r["sentence"], "score": f"{i % 5}.5"} for i, r in enumerate(rows(20))]
+    train = write(tmp_path / "scores.tsv", items)
+    fg.main([str(ckpt), "--train_file", train, "--validation_file", train, "--label_column", "score",
+             "--save_model", str(tmp_path / "m"), "--out", str(tmp_path), *FAST])
+    assert json.loads((tmp_path / "m" / "classifier.json").read_text(encoding="utf-8"))["type"] == "regression"
+    capsys.readouterr()
+    values = classify.main([str(tmp_path / "m"), "the cat sat", "a dog"])
+    assert all(isinstance(v, float) for v in values)
+    assert capsys.readouterr().out.splitlines()[0] == f"{values[0]:.4f}\tthe cat sat"
+
+
+# ---------------------------------------------------------------------------------------------- bad input
+
+def one_line(args, script="finetune_glue.py"):
+    p = subprocess.run([sys.executable, str(ROOT / script), *map(str, args)], capture_output=True, text=True,
+                       timeout=120, cwd=ROOT)
+    assert p.returncode != 0 and "Traceback" not in p.stderr, p.stderr
+    return p.stderr.strip().splitlines()[-1]
+
+
+def test_a_crafted_model_pt_runs_nothing_and_is_refused_in_one_line(kept, tmp_path):
+    folder = tmp_path / "crafted"
+    folder.mkdir()
+    (folder / "classifier.json").write_text((kept[0] / "model" / "classifier.json").read_text("utf-8"), "utf-8")
+    marker = tmp_path / "ran"
+
+    class Evil:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+    (folder / "model.pt").write_bytes(pickle.dumps({"model": Evil()}))
+    line = one_line([folder, "some text"], "classify.py")
+    assert line.startswith("classify.py: error:") and "model.pt is damaged or not a saved classifier" in line
+    assert not marker.exists()
+
+
+def test_bad_own_task_inputs_are_one_line_errors_and_write_nothing(ckpt, tmp_path):
+    good = write(tmp_path / "good.csv", rows(9))
+    (tmp_path / "empty.csv").write_text("", encoding="utf-8")
+    unseen = write(tmp_path / "unseen.csv", rows(4) + [{"sentence": "the cat", "label": "weather"}])
+    single = write(tmp_path / "single.csv", rows(5, label=lambda i: "sport"))
+    (tmp_path / "foreign").mkdir()
+    (tmp_path / "foreign" / "notes.txt").write_text("my thesis", encoding="utf-8")
+    base = [ckpt, "--epochs", "1", "--seeds", "1", "--device", "cpu", "--out", tmp_path / "out"]
+    cases = {
+        "has no column 'review'; its columns are ['sentence', 'label']":
+            ["--train_file", good, "--validation_file", good, "--text_columns", "review"],
+        "empty.csv is empty": ["--train_file", good, "--validation_file", tmp_path / "empty.csv"],
+        "unseen.csv line 6: the label 'weather' is not in the training file":
+            ["--train_file", good, "--validation_file", unseen],
+        "every row has the label 'sport': a classifier needs two classes": ["--train_file", single,
+                                                                             "--validation_file", good],
+        "holds something that is not a saved classifier": ["--train_file", good, "--validation_file", good,
+                                                          "--save_model", tmp_path / "foreign"],
+        "--train_file needs --validation_file": ["--train_file", good],
+    }
+    for needle, args in cases.items():
+        line = one_line(base + args)
+        assert line.startswith("finetune_glue.py: error:") and needle in line, (needle, line)
+    assert (tmp_path / "foreign" / "notes.txt").read_text(encoding="utf-8") == "my thesis"
+    assert not (tmp_path / "out" / "glue.json").exists()
+
+
+def test_empty_texts_are_skipped_and_named_in_one_warning(tmp_path, capsys):
+    items = rows(5)
+    items[2]["sentence"] = "  "
+    path = write(tmp_path / "t.csv", items)
+    split = fg.read_split(task_of(path), path)
+    assert len(split.a) == 4 and "skipped 1 malformed rows (line 4: 'sentence' is empty)" in capsys.readouterr().err
+
+
+def test_classify_refuses_empty_text_a_pair_without_sep_and_overwriting_its_input(kept):
+    tmp, _, dev, _ = kept
+    assert "text 1 is empty on one side of [SEP]" in one_line([tmp / "model", " [SEP] dog"], "classify.py")
+    assert "is not \"first [SEP] second\"" in one_line([tmp / "model", "only one text"], "classify.py")
+    assert "is the input file" in one_line([tmp / "model", "--input", dev, "--output", dev], "classify.py")
+    assert "not a saved classifier" in one_line([tmp, "text"], "classify.py")
+
+
+def test_a_saved_classifier_is_replaced_whole_by_a_new_one_never_half(kept, ckpt, tmp_path, monkeypatch):
+    tmp, train, dev, _ = kept
+    before = {p.name: p.read_bytes() for p in (tmp / "model").iterdir()}
+    monkeypatch.setattr(torch, "save", lambda *a, **k: (_ for _ in ()).throw(OSError("disk full")))
+    with pytest.raises(SystemExit, match="disk full"):
+        fg.main([str(ckpt), "--train_file", train, "--validation_file", dev, "--save_model", str(tmp / "model"),
+                 "--out", str(tmp_path), "--epochs", "1", "--seeds", "1", "--device", "cpu"])
+    assert {p.name: p.read_bytes() for p in (tmp / "model").iterdir()} == before
+    assert not list(tmp.glob("model.tmp-*"))
