@@ -25,8 +25,9 @@ from pathlib import Path
 import torch
 
 from cram import Config, CramError, CrammedBERT, pick_device
-from finetune_glue import GlueModel, Split, Task, compute_metrics, decide, encode, predict, read_split, read_table
+from finetune_glue import GlueModel, decide, encode, predict
 from prepare import load_tokenizer
+from tasks import Split, Task, compute_metrics, read_split, read_table
 
 FORMAT = "cram-classifier/1"  # classifier.json's "format": what marks a folder as one of ours
 TOKENIZER_FILES = ("meta.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")

@@ -1,27 +1,24 @@
-"""Fine-tune a crammed BERT on GLUE and report the paper's table (Cramming, section 5, "GLUE-sane" recipe).
+"""Fine-tune a crammed BERT on GLUE, or on your own labelled files, and report the paper's table (Cramming, section
+5, the "GLUE-sane" recipe); keep the classifier for classify.py.
 
     python finetune_glue.py out/ckpt.pt                                   # all 8 tasks from the Hugging Face hub
     python finetune_glue.py out/ckpt.pt --glue_dir ../shared/data/glue --tasks cola,sst2,mrpc,stsb,rte
     python finetune_glue.py out/ckpt.pt --vs_random                       # and from random weights, side by side
+    python finetune_glue.py out/ckpt.pt --train_file train.csv --validation_file dev.csv --save_model models/mine
 
 One recipe for all tasks, named by the checkpoint's preset (PAPER, TINY below; flags win): [CLS] A [SEP] B [SEP], a
-fresh head, cross-entropy (STS-B: MSE), AdamW, warm-up then cosine decay, mixed precision on CUDA (hardware.py); dev
-metrics after the last epoch, median over seeds. Outputs in --out (default: the checkpoint's folder): glue.md (the
-table), glue.json (every number, per seed, settings, wall times), predictions/<set>[.random_init].tsv (index,
-prediction, label; median seed's).
+fresh head, cross-entropy (a regression such as STS-B: MSE), AdamW, warm-up then cosine decay, mixed precision on
+CUDA (hardware.py); dev metrics after the last epoch, median over seeds, beside those of no model at all (the
+majority class, or the training mean). What a task is (its columns, labels, metrics) and how its files are read:
+tasks.py. Outputs in --out (default: the checkpoint's folder): glue.md (the table), glue.json (every number, per
+seed, settings, wall times), predictions/<set>[.random_init].tsv (index, prediction, label; median seed's).
 """
 import argparse
-import csv
-import io
 import json
 import math
 import os
-import re
 import sys
 import time
-import urllib.request
-from collections import namedtuple
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +30,7 @@ from tqdm import tqdm
 from cram import CramError, CrammedBERT, load_model, pick_device
 from hardware import amp_dtype, run_info
 from prepare import load_tokenizer
+from tasks import GLUE, baseline, compute_metrics, file_task, glue_task, load_task
 
 # Recipes, named by the checkpoint's preset; every value is also a flag, which wins. The paper's "GLUE-sane" set:
 PAPER = dict(lr=4e-5, beta1=0.9, beta2=0.98, adam_eps=1e-6, weight_decay=0.0, batch_size=16, epochs=5,  # AdamW
@@ -51,186 +49,6 @@ RULES = [("seeds epochs batch_size eval_batch_size head_hidden", lambda x: x >= 
          ("max_train adam_eps weight_decay", lambda x: x >= 0, ">= 0"), ("warmup", lambda x: 0 <= x <= 1, "in [0, 1]"),
          ("lr", lambda x: 0 < x < math.inf, "> 0 and finite"), ("pool", lambda x: x in ("cls", "mean"), "cls or mean"),
          ("beta1 beta2 dropout", lambda x: 0 <= x < 1, "in [0, 1)")]
-
-HUB_NAME, HUB_URL = "nyu-mll/glue", "https://huggingface.co"
-BINARY, NLI2, NLI3 = ("0", "1"), ("entailment", "not_entailment"), ("entailment", "neutral", "contradiction")
-
-
-@dataclass
-class Task:
-    """What fine-tuning knows of a task, GLUE's or one described by a user's files: columns, labels, metrics."""
-    name: str        # glue.md's column, predictions/<evaluation set>.tsv, a saved classifier's task
-    columns: tuple   # (text A, text B or None, label): header names, or indices for headerless CoLA
-    labels: tuple    # label names, class ids in this order (GLUE's as on the hub); None: a regression on floats
-    metrics: tuple   # dev metrics (compute_metrics), the table's first
-    train: str       # the training file ("": GLUE from the hub)
-    evals: dict      # evaluation set -> (title, dev file): MNLI has two, a user's task its --validation_file
-    hub: tuple = ()  # GLUE: the hub's text columns (a, b); a user's task has none
-
-
-# GLUE: task -> (TSV folder, TSV columns (a, b, label): header names, or indices for headerless CoLA, hub columns,
-#                label names in the hub's id order (None: STS-B's float scores), metrics (the paper's table: first))
-GLUE = {"cola": ("CoLA", (3, None, 1), ("sentence", None), BINARY, ("mcc", "acc")),
-        "sst2": ("SST-2", ("sentence", None, "label"), ("sentence", None), BINARY, ("acc",)),
-        "mrpc": ("MRPC", ("#1 String", "#2 String", "Quality"), ("sentence1", "sentence2"), BINARY, ("f1", "acc")),
-        "stsb": ("STS-B", ("sentence1", "sentence2", "score"), ("sentence1", "sentence2"), None, ("pearson", "spearman")),
-        "qqp": ("QQP", ("question1", "question2", "is_duplicate"), ("question1", "question2"), BINARY, ("f1", "acc")),
-        "mnli": ("MNLI", ("sentence1", "sentence2", "gold_label"), ("premise", "hypothesis"), NLI3, ("acc",)),
-        "qnli": ("QNLI", ("question", "sentence", "label"), ("question", "sentence"), NLI2, ("acc",)),
-        "rte": ("RTE", ("sentence1", "sentence2", "label"), ("sentence1", "sentence2"), NLI2, ("acc",))}
-TEXT_COLUMNS = (("sentence1", "sentence2"), ("sentence",), ("text",))  # run_glue.py's defaults, in this order
-SPLIT_NAMES = {"train", "training", "dev", "valid", "validation", "val", "test"}  # a file stem that names no task
-Split = namedtuple("Split", "a b labels rows")  # texts A, texts B (None: one text), labels (np.ndarray), the rows
-
-
-def glue_task(name, glue_dir):
-    """A GLUE task: its TSVs in glue_dir/<folder>/ (train.tsv, dev[_matched|_mismatched].tsv), else the hub's."""
-    folder, cols, hub, labels, metrics = GLUE[name]
-    path = lambda file: os.path.join(glue_dir, folder, file) if glue_dir else ""  # noqa: E731
-    sets = {"mnli_m": ("MNLI-m", "_matched"), "mnli_mm": ("MNLI-mm", "_mismatched")} if name == "mnli" else {
-        name: (folder, "")}  # MNLI's two dev sets
-    return Task(name, cols, labels, metrics, path("train.tsv"),
-                {s: (title, path(f"dev{suffix}.tsv") or suffix) for s, (title, suffix) in sets.items()}, hub)
-
-
-def file_task(args):
-    """A task described by the user's files, by run_glue.py's conventions: the text columns (--text_columns, else
-    sentence1 + sentence2, sentence or text), --label_column; a regression if every label is a number and one is
-    written with a decimal point (floats), else classes named by the label values (sorted)."""
-    columns, rows = read_table(args.train_file)
-    if args.text_columns:
-        text = [c.strip() for c in args.text_columns.split(",")]
-        if not 1 <= len(text) <= 2 or not all(text):
-            raise CramError(f"--text_columns takes one or two column names, a or a,b (got {args.text_columns!r})")
-    elif not (text := next((list(c) for c in TEXT_COLUMNS if set(c) <= set(columns)), None)):
-        raise CramError(f"{args.train_file} has none of the columns sentence1 + sentence2, sentence or text; its "
-                        f"columns are {columns}: name the text with --text_columns a[,b]")
-    cols = (text[0], text[1] if len(text) == 2 else None, args.label_column)
-    check_columns(args.train_file, columns, cols)
-    values = {str(r[cols[2]]).strip() for _, r in rows if isinstance(r, dict) and r.get(cols[2]) not in (None, "")}
-    numbers = {v for v in values if re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?", v)}
-    if values and numbers == values and any(not re.fullmatch(r"[-+]?\d+", v) for v in values):
-        labels, metrics = None, ("pearson", "spearman", "rmse")
-    else:
-        labels = tuple(sorted(values, key=lambda v: (v not in numbers, float(v) if v in numbers else 0, v)))
-        metrics = ("acc", "macro_f1") + ("mcc",) * (len(labels) == 2)
-        if len(labels) < 2:
-            raise CramError(f"{args.train_file}: every row has the label {next(iter(values), '')!r}: a classifier "
-                            "needs two classes at least (a regression: float labels, written with a decimal point)")
-    stem = Path(args.train_file).stem
-    name = args.task_name or (stem if stem.lower() not in SPLIT_NAMES else Path(args.train_file).resolve().parent.name)
-    return Task(name, cols, labels, metrics, args.train_file, {name: (name, args.validation_file)})
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Data: rows of CSV, TSV or JSON files (or GLUE from the hub) as a task's texts and labels, then token ids.
-
-def read_table(path, header=True):
-    """A file's (columns, [(line, {column: value}, or why the row is unusable)]). CSV as Excel writes it (quoted
-    fields may hold commas and newlines); TSV split on tabs only, quotes are text (GLUE's; headerless CoLA's columns
-    are indices); .json (a list of objects, or one a line) and .jsonl. UTF-8, with a byte-order mark or CRLF."""
-    kind = Path(path).suffix.lower()
-    if kind not in (".csv", ".tsv", ".json", ".jsonl"):
-        raise CramError(f"{path}: a data file must be .csv, .tsv, .json or .jsonl (not {kind or 'no extension'})")
-    if not os.path.isfile(path):
-        raise CramError(f"missing {path}: check the path (GLUE: download the data and check --glue_dir)")
-    with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:  # -sig: a byte-order mark (MRPC)
-        text = f.read()
-    if kind in (".json", ".jsonl"):
-        try:  # a whole document (a list of objects), else JSON Lines
-            records = list(enumerate(json.loads(text), 1)) if text.lstrip().startswith("[") else [
-                (n, json.loads(line)) for n, line in enumerate(text.split("\n"), 1) if line.strip()]
-        except ValueError as e:
-            raise CramError(f"{path} is not JSON ({e}): one object a line (.jsonl), or a list of objects") from None
-        columns = list(dict.fromkeys(k for _, r in records if isinstance(r, dict) for k in r))
-        return columns, [(n, r if isinstance(r, dict) else "not a JSON object") for n, r in records]
-    if kind == ".tsv":  # tabs only: a quote is text
-        records = [(n, line.rstrip("\r").split("\t")) for n, line in enumerate(text.split("\n"), 1) if line.strip()]
-    else:
-        try:
-            lines = csv.reader(io.StringIO(text, newline=""))  # "": a quoted field keeps its line ends
-            records = [(lines.line_num, fields) for fields in lines if any(f.strip() for f in fields)]
-        except csv.Error as e:  # a NUL byte, a stray carriage return: not a text file
-            raise CramError(f"{path} line {lines.line_num} is not CSV ({e}): save it as CSV UTF-8") from None
-    columns = (records.pop(0)[1] if header else list(range(len(records[0][1])))) if records else []
-    return columns, [(n, dict(zip(columns, fields)) if len(fields) == len(columns) else
-                      f"{len(fields)} fields, expected {len(columns)}") for n, fields in records]
-
-
-def check_columns(path, columns, wanted):
-    if missing := [c for c in wanted if c is not None and c not in columns]:
-        raise CramError(f"{path} has no column {missing[0]!r}; its columns are {str(columns)[:200]}: name the right "
-                        "ones with --text_columns a[,b] and --label_column (GLUE: it is not this task's file)")
-
-
-def read_split(task, path, limit=0, labelled=True):
-    """A task's file as a Split: texts, labels as class ids (floats for a regression). A row that cannot be used (a
-    wrong field count, bytes that are not UTF-8, an empty text or label, a label a GLUE task does not have) is
-    skipped, all of them named in one warning, as the real QQP's few broken lines are. A user's file may not hold a
-    label its training file lacks: one line names it."""
-    columns, rows = read_table(path, header=not isinstance(task.columns[0], int))
-    if not rows:
-        raise CramError(f"{path} is empty: a header line and rows (GLUE: download the data again)")
-    wanted = [c for c in task.columns[:3 if labelled else 2] if c is not None]
-    check_columns(path, columns, wanted)
-    ids = {name: i for i, name in enumerate(task.labels or ())}
-    a, b, y, kept, bad = [], [], [], [], []
-    for n, row in rows:
-        try:
-            if isinstance(row, str):
-                raise ValueError(row)
-            values = [("" if row.get(c) is None else str(row[c])) for c in wanted]
-            if "\ufffd" in "".join(values):  # what errors="replace" made of bytes that are not UTF-8
-                raise ValueError("not UTF-8 text")
-            if empty := next((c for c, v in zip(wanted, values) if not v.strip()), None):
-                raise ValueError(f"{empty!r} is empty")
-            if labelled and task.labels and values[-1].strip() not in ids and not task.hub:
-                raise CramError(f"{path} line {n}: the label {values[-1].strip()!r} is not in the training file, "
-                                f"whose labels are {list(task.labels)[:20]}: fix the label, or train with it")
-            label = None if not labelled else ids[values[-1].strip()] if task.labels else float(values[-1])
-            if labelled and not math.isfinite(label):
-                raise ValueError(f"the label {values[-1]!r} is not a finite number")
-        except (KeyError, ValueError) as e:  # KeyError: a label the GLUE task does not have
-            bad.append(f"line {n}: {e}" if isinstance(e, ValueError) else f"line {n}: unknown label {e}")
-            continue
-        a.append(values[0])
-        b.append(values[1] if task.columns[1] is not None else None)
-        y.append(label)
-        kept.append(row)
-        if len(kept) == limit:
-            break
-    if bad:
-        print(f"warning: {path}: skipped {len(bad)} malformed rows ({'; '.join(bad[:3])}{'; ...' * (len(bad) > 3)})",
-              file=sys.stderr)
-    if not kept:
-        raise CramError(f"{path} has no usable rows ({bad[0]}): it is not this task's file, or damaged")
-    return Split(a, None if task.columns[1] is None else b, np.array(y) if labelled else None, kept)
-
-
-def read_hub(task, split, limit=0):
-    """A GLUE split from the Hugging Face hub as a Split (rows labelled -1 have no label and are dropped)."""
-    if not os.environ.get("HF_HUB_OFFLINE"):  # fail in seconds, not after the hub client's long retries
-        try:
-            urllib.request.urlopen(HUB_URL, timeout=10).close()
-        except OSError as e:
-            raise CramError(f"cannot reach the Hugging Face hub ({e}): pass --glue_dir DIR with the GLUE TSVs")
-    import datasets  # slow to import, and only needed here
-    try:
-        ds = datasets.load_dataset(HUB_NAME, task.name, split=split)
-    except Exception as e:
-        raise CramError(f"cannot load {HUB_NAME} {task.name} {split} from the hub ({type(e).__name__}): pass "
-                        "--glue_dir DIR with the GLUE TSVs") from None
-    ds = (ds.select(range(min(limit, len(ds)))) if limit else ds).filter(lambda y: y != -1, input_columns="label")
-    return Split(*(ds[col] if col else None for col in task.hub), np.array(ds["label"]), None)
-
-
-def load_task(task, args):
-    """(train Split, {evaluation set: Split}) from the task's files, or GLUE from the hub's splits."""
-    if not task.train:
-        return (read_hub(task, "train", args.max_train),
-                {s: read_hub(task, f"validation{suffix}") for s, (_, suffix) in task.evals.items()})
-    return read_split(task, task.train, args.max_train), {s: read_split(task, f) for s, (_, f) in task.evals.items()}
-
 
 def truncate_pair(a, b, budget):
     """Longest-first: cut the end of the longer of a and b until both fit in budget tokens together."""
@@ -339,25 +157,6 @@ def predict(model, ids, args, device, progress=False):
 def decide(out):
     """Predictions from the head's outputs (N, n_out): class ids (the largest logit), or the value (N,)."""
     return out[:, 0].astype(np.float64) if out.shape[1] == 1 else out.argmax(axis=1)
-
-
-def compute_metrics(task, preds, labels):
-    """The task's metrics on one evaluation set, times 100 (RMSE in the labels' units)."""
-    from scipy.stats import pearsonr, spearmanr  # imported here: they add 2 s to every start, even a failing one
-    from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
-    flat = np.ptp(preds) == 0 or np.ptp(labels) == 0  # a correlation is undefined for constants: count it as none
-    metric = {"acc": lambda: accuracy_score(labels, preds), "mcc": lambda: matthews_corrcoef(labels, preds),
-              "f1": lambda: f1_score(labels, preds, zero_division=0.0),  # of class 1, GLUE's (MRPC, QQP)
-              "macro_f1": lambda: f1_score(labels, preds, average="macro", zero_division=0.0),
-              "pearson": lambda: 0.0 if flat else pearsonr(preds, labels)[0],
-              "spearman": lambda: 0.0 if flat else spearmanr(preds, labels)[0],
-              "rmse": lambda: np.sqrt(np.mean((preds - labels) ** 2)) / 100}
-    return {name: 100 * float(metric[name]()) for name in task.metrics}
-
-
-def baseline(task, train_labels, n):
-    """The predictions of no model at all: the training set's most frequent class, or its mean for a regression."""
-    return np.full(n, train_labels.mean() if task.labels is None else np.bincount(train_labels).argmax())
 
 
 def run_task(task, train, devs, weights, cfg, tok, args, device, outputs, report, keep=False):

@@ -15,6 +15,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import finetune_glue as fg  # noqa: E402
+import tasks  # noqa: E402
 from cram import Config, CrammedBERT  # noqa: E402
 
 from conftest import WORDS  # noqa: E402
@@ -77,7 +78,7 @@ def glue(tmp_path_factory):
 
 # ---------------------------------------------------------------------------------------------- end to end
 
-@pytest.mark.parametrize("task", list(fg.GLUE))
+@pytest.mark.parametrize("task", list(tasks.GLUE))
 def test_each_task_runs_end_to_end_and_writes_table_json_and_predictions(task, ckpt, glue, tmp_path):
     table = fg.main([str(ckpt), "--glue_dir", str(glue), "--tasks", task, "--epochs", "1", "--seeds", "2",
                      "--device", "cpu", "--out", str(tmp_path)])
@@ -90,12 +91,12 @@ def test_each_task_runs_end_to_end_and_writes_table_json_and_predictions(task, c
         rows = (tmp_path / "predictions" / f"{name}.tsv").read_text().splitlines()
         assert rows[0] == "index\tprediction\tlabel" and len(rows) == 1 + 6
         # the prediction file, in label names, reproduces the metric of the seed it came from
-        spec = fg.glue_task(task, "")
+        spec = tasks.glue_task(task, "")
         value = (lambda x: spec.labels.index(x)) if spec.labels else float
         preds, labels = np.array([[value(x) for x in r.split("\t")[1:]] for r in rows[1:]]).T
         seed = report["results"][name]["predictions_seed"]
         expected = report["results"][name]["per_seed"][seed]
-        assert fg.compute_metrics(spec, preds, labels) == pytest.approx(expected)
+        assert tasks.compute_metrics(spec, preds, labels) == pytest.approx(expected)
     assert "| model |" in (tmp_path / "glue.md").read_text()
 
 
@@ -211,7 +212,7 @@ def test_a_failed_or_interrupted_run_keeps_the_earlier_table_and_predictions(ckp
 
 def read(task, path, limit=0):
     """A GLUE task's TSV as finetune_glue.py reads it."""
-    return fg.read_split(fg.glue_task(task, ""), str(path), limit)
+    return tasks.read_split(tasks.glue_task(task, ""), str(path), limit)
 
 
 def test_quotes_are_text_not_csv_quoting(tmp_path):
@@ -224,7 +225,7 @@ def test_quotes_are_text_not_csv_quoting(tmp_path):
 def test_label_ids_match_the_hub(glue):
     for task, expected in [("rte", [0, 1]), ("qnli", [0, 1]), ("mnli", [0, 1, 2]), ("cola", [0, 1])]:
         name = "dev_matched.tsv" if task == "mnli" else "dev.tsv"
-        split = read(task, glue / fg.GLUE[task][0] / name)
+        split = read(task, glue / tasks.GLUE[task][0] / name)
         assert split.labels[:len(expected)].tolist() == expected  # rows cycle through the labels in hub order
 
 
@@ -260,7 +261,7 @@ def test_a_row_that_is_not_utf8_is_skipped_and_reported_with_its_line(tmp_path, 
 def test_random_bytes_as_a_task_file_are_a_one_line_error(task, seed, tmp_path):
     path = tmp_path / "train.tsv"
     path.write_bytes(np.random.default_rng(seed).bytes(50 * 10 ** seed))
-    with pytest.raises(fg.CramError, match=re.escape(str(path))) as e:  # anything else would be a traceback
+    with pytest.raises(tasks.CramError, match=re.escape(str(path))) as e:  # anything else would be a traceback
         read(task, path)
     assert len(str(e.value).splitlines()) == 1
 
@@ -284,9 +285,9 @@ def test_inputs_are_cls_a_sep_b_sep_truncated_to_max_len():
     class Tok:
         special, cls_first = {"cls": 2, "sep": 3}, True
         encode_batch = staticmethod(lambda texts: [[int(w) for w in t.split()] for t in texts])
-    pair = fg.encode(Tok, fg.Split(["7 8", " ".join(["9"] * 300)], ["5", "6 6"], None, None), 16)
+    pair = fg.encode(Tok, tasks.Split(["7 8", " ".join(["9"] * 300)], ["5", "6 6"], None, None), 16)
     assert pair[0] == [2, 7, 8, 3, 5, 3] and len(pair[1]) == 16 and pair[1][-4:] == [3, 6, 6, 3]
-    single = fg.encode(Tok, fg.Split(["7 8", " ".join(["9"] * 300)], None, None, None), 16)
+    single = fg.encode(Tok, tasks.Split(["7 8", " ".join(["9"] * 300)], None, None, None), 16)
     assert single[0] == [2, 7, 8, 3] and len(single[1]) == 16 and single[1][-1] == 3
 
 
@@ -294,9 +295,9 @@ def test_a_tokenizer_without_a_leading_cls_frames_a_single_text_as_a_sep_and_a_p
     class Tok:  # the paper's release: "A <sep>" and "<cls> A <sep> B <sep>"
         special, cls_first = {"cls": 2, "sep": 1}, False
         encode_batch = staticmethod(lambda texts: [[int(w) for w in t.split()] for t in texts])
-    single = fg.encode(Tok, fg.Split(["7 8", " ".join(["9"] * 300)], None, None, None), 16)
+    single = fg.encode(Tok, tasks.Split(["7 8", " ".join(["9"] * 300)], None, None, None), 16)
     assert single[0] == [7, 8, 1] and len(single[1]) == 16 and single[1][-1] == 1
-    assert fg.encode(Tok, fg.Split(["7 8"], ["5"], None, None), 16) == [[2, 7, 8, 1, 5, 1]]
+    assert fg.encode(Tok, tasks.Split(["7 8"], ["5"], None, None), 16) == [[2, 7, 8, 1, 5, 1]]
 
 
 def test_batches_are_padded_to_their_longest_sequence_with_a_mask():
@@ -370,19 +371,19 @@ def test_padding_does_not_change_a_mean_pooled_prediction(pair):
 def test_metrics_equal_hand_computed_values():
     preds, labels = np.array([1, 1, 0, 0, 1, 0]), np.array([1, 0, 0, 0, 1, 1])
     # tp 2, fp 1, fn 1, tn 2: acc 4/6, f1 2*2/(2*2+1+1), mcc (2*2-1*1)/sqrt(3*3*3*3)
-    assert fg.compute_metrics(fg.glue_task("mrpc", ""), preds, labels) == pytest.approx({"acc": 100 * 4 / 6, "f1": 100 * 4 / 6})
-    assert fg.compute_metrics(fg.glue_task("cola", ""), preds, labels)["mcc"] == pytest.approx(100 * 3 / 9)
-    assert fg.compute_metrics(fg.glue_task("rte", ""), preds, labels) == pytest.approx({"acc": 100 * 4 / 6})
-    sts = fg.compute_metrics(fg.glue_task("stsb", ""), np.array([1.0, 2.0, 3.0, 5.0]), np.array([1.0, 2.0, 3.0, 4.0]))
+    assert tasks.compute_metrics(tasks.glue_task("mrpc", ""), preds, labels) == pytest.approx({"acc": 100 * 4 / 6, "f1": 100 * 4 / 6})
+    assert tasks.compute_metrics(tasks.glue_task("cola", ""), preds, labels)["mcc"] == pytest.approx(100 * 3 / 9)
+    assert tasks.compute_metrics(tasks.glue_task("rte", ""), preds, labels) == pytest.approx({"acc": 100 * 4 / 6})
+    sts = tasks.compute_metrics(tasks.glue_task("stsb", ""), np.array([1.0, 2.0, 3.0, 5.0]), np.array([1.0, 2.0, 3.0, 4.0]))
     x, y = np.array([1.0, 2, 3, 5]) - 2.75, np.array([1.0, 2, 3, 4]) - 2.5
     assert sts["pearson"] == pytest.approx(100 * (x @ y) / np.sqrt((x @ x) * (y @ y)))
     assert sts["spearman"] == pytest.approx(100.0)
-    assert fg.compute_metrics(fg.glue_task("stsb", ""), np.ones(4), np.arange(4.0)) == {"pearson": 0.0, "spearman": 0.0}
-    assert fg.compute_metrics(fg.glue_task("cola", ""), np.ones(6), labels)["mcc"] == 0.0
+    assert tasks.compute_metrics(tasks.glue_task("stsb", ""), np.ones(4), np.arange(4.0)) == {"pearson": 0.0, "spearman": 0.0}
+    assert tasks.compute_metrics(tasks.glue_task("cola", ""), np.ones(6), labels)["mcc"] == 0.0
 
 
 def test_average_is_the_plain_mean_of_the_nine_numbers():
-    titles = {s: f"{title} {t.metrics[0]}" for t in map(lambda n: fg.glue_task(n, ""), fg.GLUE)
+    titles = {s: f"{title} {t.metrics[0]}" for t in map(lambda n: tasks.glue_task(n, ""), tasks.GLUE)
               for s, (title, _) in t.evals.items()}
     table = dict(zip(titles, [40.0, 90.0, 85.0, 80.0, 85.0, 80.0, 81.0, 88.0, 55.0]))
     assert fg.average(table) == pytest.approx(684 / 9)
@@ -476,7 +477,7 @@ def test_unreachable_hub_suggests_glue_dir(bad_runs):
                                    ["--dropout", "1"], ["--head_hidden", "0"], ["--seeds", "0"], ["--max_train", "-1"],
                                    ["--pool", "max"]])
 def test_bad_hyper_parameters_are_refused_before_any_work(flags, tmp_path):
-    with pytest.raises(fg.CramError, match=re.escape(flags[0])):
+    with pytest.raises(tasks.CramError, match=re.escape(flags[0])):
         fg.run(fg.parse_args([str(tmp_path / "never_read.pt"), *flags]))
 
 
@@ -488,7 +489,7 @@ def test_hub_splits_map_every_tasks_columns_and_drop_unlabelled_rows(monkeypatch
 
     def fake_load_dataset(name, task, split):
         asked.append((name, task, split))
-        col_a, col_b = fg.GLUE[task][2]
+        col_a, col_b = tasks.GLUE[task][2]
         labels = [0.5, 4.0, -1.0] if task == "stsb" else [1, 0, -1]
         cols = {col_a: [f"{split} a{i}" for i in range(3)], "label": labels, "idx": [0, 1, 2]}
         if col_b:
@@ -497,10 +498,10 @@ def test_hub_splits_map_every_tasks_columns_and_drop_unlabelled_rows(monkeypatch
 
     monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
     args = type("Args", (), {"glue_dir": None, "max_train": 2})()
-    for task in fg.GLUE:
-        train, devs = fg.load_task(fg.glue_task(task, None), args)
+    for task in tasks.GLUE:
+        train, devs = tasks.load_task(tasks.glue_task(task, None), args)
         assert list(train.a) == ["train a0", "train a1"] and list(train.labels) in ([1, 0], [0.5, 4.0])
-        assert (train.b is None) == (fg.GLUE[task][2][1] is None)
+        assert (train.b is None) == (tasks.GLUE[task][2][1] is None)
         for split in devs.values():
             assert len(split.a) == 2, f"{task}: the label -1 row must be dropped"
     assert ("nyu-mll/glue", "mnli", "validation_matched") in asked

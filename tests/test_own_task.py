@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import classify  # noqa: E402
 import finetune_glue as fg  # noqa: E402
+import tasks  # noqa: E402
 from conftest import WORDS  # noqa: E402  (and the fixture ckpt: a 1 x 32 checkpoint with its tokenizer)
 
 FAST = ["--epochs", "2", "--seeds", "3", "--device", "cpu", "--lr", "1e-3"]
@@ -48,7 +49,7 @@ def write(path, items, columns=None):
 def task_of(train, **flags):
     args = fg.parse_args(["ckpt.pt", "--train_file", train, "--validation_file", train] +
                          [x for k, v in flags.items() for x in (f"--{k}", v)])
-    return fg.file_task(args)
+    return tasks.file_task(args)
 
 
 # ---------------------------------------------------------------------------------------------- files and columns
@@ -60,7 +61,7 @@ def test_the_four_formats_read_as_the_same_rows_excel_s_bom_crlf_and_quoted_comm
     for ext in ("csv", "tsv", "json", "jsonl"):
         its = [dict(r, sentence=r["sentence"].replace("\n", " ")) for r in items] if ext == "tsv" else items
         path = write(tmp_path / f"train.{ext}", its)
-        splits.append(fg.read_split(task_of(path), path))
+        splits.append(tasks.read_split(task_of(path), path))
     csv_split = splits[0]
     assert csv_split.a[1] == 'he said, "yes"\nand ran' and len(csv_split.a) == 8
     for s in splits[1:]:
@@ -86,9 +87,9 @@ def test_text_and_label_columns_can_be_named(tmp_path):
 
 def test_a_file_without_a_known_text_column_names_the_columns_it_has(tmp_path):
     path = write(tmp_path / "t.csv", [{"review": "good", "label": "1"}, {"review": "bad", "label": "0"}])
-    with pytest.raises(fg.CramError, match=r"columns are \['review', 'label'\].*--text_columns"):
+    with pytest.raises(tasks.CramError, match=r"columns are \['review', 'label'\].*--text_columns"):
         task_of(path)
-    with pytest.raises(fg.CramError, match=r"no column 'stars'; its columns are \['review', 'label'\]"):
+    with pytest.raises(tasks.CramError, match=r"no column 'stars'; its columns are \['review', 'label'\]"):
         task_of(path, text_columns="review", label_column="stars")
 
 
@@ -115,13 +116,13 @@ def test_json_numbers_follow_the_same_rule_floats_regress_integers_classify(tmp_
 
 
 def test_the_baseline_is_the_majority_class_or_the_training_mean():
-    cls, reg = fg.Task("t", ("text", None, "label"), ("a", "b", "c"), ("acc", "macro_f1"), "", {}), \
-        fg.Task("t", ("text", None, "label"), None, ("pearson", "spearman", "rmse"), "", {})
-    assert fg.baseline(cls, np.array([0, 2, 2, 1]), 3).tolist() == [2, 2, 2]
-    assert fg.baseline(reg, np.array([1.0, 2.0, 6.0]), 2).tolist() == [3.0, 3.0]
-    scores = fg.compute_metrics(cls, np.array([2, 2, 2, 2]), np.array([2, 2, 0, 1]))
+    cls, reg = tasks.Task("t", ("text", None, "label"), ("a", "b", "c"), ("acc", "macro_f1"), "", {}), \
+        tasks.Task("t", ("text", None, "label"), None, ("pearson", "spearman", "rmse"), "", {})
+    assert tasks.baseline(cls, np.array([0, 2, 2, 1]), 3).tolist() == [2, 2, 2]
+    assert tasks.baseline(reg, np.array([1.0, 2.0, 6.0]), 2).tolist() == [3.0, 3.0]
+    scores = tasks.compute_metrics(cls, np.array([2, 2, 2, 2]), np.array([2, 2, 0, 1]))
     assert scores["acc"] == 50.0 and scores["macro_f1"] == pytest.approx(100 * (2 / 3) / 3)
-    assert fg.compute_metrics(reg, np.full(3, 3.0), np.array([1.0, 3.0, 5.0]))["rmse"] == pytest.approx(np.sqrt(8 / 3))
+    assert tasks.compute_metrics(reg, np.full(3, 3.0), np.array([1.0, 3.0, 5.0]))["rmse"] == pytest.approx(np.sqrt(8 / 3))
 
 
 def test_the_task_is_named_after_the_file_or_its_folder(tmp_path):
@@ -166,7 +167,7 @@ def test_classify_on_the_validation_file_reproduces_the_fine_tuning_predictions_
     printed = capsys.readouterr().out
     info = json.loads((tmp / "model" / "classifier.json").read_text(encoding="utf-8"))
     assert f"acc {info['dev']['acc']:.2f}" in printed.split("(at fine-tuning")[0]
-    written = fg.read_table(str(out))
+    written = tasks.read_table(str(out))
     assert written[0] == ["sentence1", "sentence2", "label", "prediction", "probability"]
     fine_tuned = [line.split("\t")[1] for line in (tmp / "out" / "predictions" / "pairs.tsv").read_text(
         encoding="utf-8").splitlines()[1:]]
@@ -176,12 +177,12 @@ def test_classify_on_the_validation_file_reproduces_the_fine_tuning_predictions_
 
 def test_classify_labels_texts_given_on_the_command_line_with_sep_between_a_pair(kept, capsys):
     tmp, _, dev, _ = kept
-    first = fg.read_table(dev)[1][0][1]
+    first = tasks.read_table(dev)[1][0][1]
     shown = classify.main([str(tmp / "model"), f"{first['sentence1']} [SEP] {first['sentence2']}", "cat [SEP] dog"])
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(shown) == 2 and all(label in TOPICS for label in shown)
     assert lines[0].split("\t")[0] == shown[0] and 0 < float(lines[0].split("\t")[1]) <= 1
-    labelled = fg.read_table(str(tmp / "labelled.csv"))[1] if (tmp / "labelled.csv").exists() else None
+    labelled = tasks.read_table(str(tmp / "labelled.csv"))[1] if (tmp / "labelled.csv").exists() else None
     if labelled:  # the same text, alone or in a file, gets the same label
         assert shown[0] == labelled[0][1]["prediction"]
 
@@ -253,7 +254,7 @@ def test_empty_texts_are_skipped_and_named_in_one_warning(tmp_path, capsys):
     items = rows(5)
     items[2]["sentence"] = "  "
     path = write(tmp_path / "t.csv", items)
-    split = fg.read_split(task_of(path), path)
+    split = tasks.read_split(task_of(path), path)
     assert len(split.a) == 4 and "skipped 1 malformed rows (line 4: 'sentence' is empty)" in capsys.readouterr().err
 
 
