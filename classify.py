@@ -22,6 +22,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from cram import Config, CramError, CrammedBERT, pick_device
@@ -160,40 +161,49 @@ def main(argv=None):
                             f"{len(info['text_columns'])} text(s) per example")
         task = Task(info["task"], (*text_cols, None)[:2] + (args.label_column or info["label_column"],),
                     labels and tuple(labels), tuple(info["metrics"]), "", {})
-        if args.texts:
-            split = texts_split(args.texts, pair, tok)
-            labelled = False
-        else:
-            columns = read_table(args.input)[0]
-            labelled = task.columns[2] in columns
-            split = read_split(task, args.input, labelled=labelled)
+        split = texts_split(args.texts, pair) if args.texts else read_split(task, args.input, labelled=False)
         run = argparse.Namespace(eval_batch_size=args.batch_size or info["eval_batch_size"], pad_id=tok.special["pad"])
-        out = predict(model, encode(tok, split, info["max_len"]), run, device, progress=len(split.a) > 10 * run.eval_batch_size)
-        preds = decide(out)
-        probs = torch.from_numpy(out).softmax(-1).max(-1).values.numpy() if labels else None
+        out = predict(model, encode(tok, split, info["max_len"]), run, device, progress=len(split.a) > 2000)
+        preds = decide(out)  # as fine-tuning decided: the same batches, the same numbers
         shown = [labels[int(y)] if labels else float(y) for y in preds]
+        probs = torch.from_numpy(out).softmax(-1).max(-1).values.tolist() if labels else [None] * len(preds)
         if args.texts:
-            for text, label, i in zip(args.texts, shown, range(len(shown))):
-                print(f"{label}\t{probs[i]:.3f}\t{text}" if labels else f"{label:.4f}\t{text}")
+            for text, label, q in zip(args.texts, shown, probs):
+                print(f"{label}\t{q:.3f}\t{text}" if labels else f"{label:.4f}\t{text}")
             return shown
         output = args.output or str(Path(args.input).with_suffix(".predicted" + Path(args.input).suffix))
         if Path(output).resolve() == Path(args.input).resolve():
             raise CramError(f"--output {output} is the input file: choose another name (the input stays as it is)")
-        rows = [{**row, "prediction": label, **({"probability": round(float(q), 6)} if labels else {})}
-                for row, label, q in zip(split.rows, shown, probs if labels else preds)]
-        write_rows(output, [*columns, "prediction", *(["probability"] if labels else [])], rows)
+        rows = [{**row, "prediction": label, **({"probability": round(q, 6)} if labels else {})}
+                for row, label, q in zip(split.rows, shown, probs)]
+        write_rows(output, [*read_table(args.input)[0], "prediction", *(["probability"] if labels else [])], rows)
         print(f"wrote {len(rows)} labelled rows to {output}")
-        if labelled:
-            scores = compute_metrics(task, preds, split.labels)
-            print(f"{task.name}: " + ", ".join(f"{k} {v:.2f}" for k, v in scores.items()) +
-                  f" on {len(rows)} rows of {args.input} (at fine-tuning: " +
-                  ", ".join(f"{k} {v:.2f}" for k, v in info["dev"].items()) + ")")
+        score(task, info, split.rows, preds, args.input)
         return shown
     except CramError as e:
         sys.exit(f"classify.py: error: {e}")
 
 
-def texts_split(texts, pair, tok):
+def score(task, info, rows, preds, path):
+    """The task's metrics on the rows whose label column holds a label (none if the file has no such column)."""
+    truth = [str(row.get(task.columns[2]) or "").strip() for row in rows]
+    known = [i for i, y in enumerate(truth) if y]
+    if not known:
+        return
+    ids, labels = {name: i for i, name in enumerate(task.labels or ())}, []
+    for i in known:
+        try:
+            labels.append(ids[truth[i]] if task.labels else float(truth[i]))
+        except (KeyError, ValueError):
+            print(f"no metric: the label {truth[i]!r} in {path} (column {task.columns[2]!r}) is not one the classifier "
+                  f"knows: {list(task.labels) if task.labels else 'a number'}")
+            return
+    scores = compute_metrics(task, preds[known], np.array(labels))
+    print(f"{task.name}: " + ", ".join(f"{k} {v:.2f}" for k, v in scores.items()) + f" on the {len(known)} labelled "
+          f"rows of {path} (fine-tuning's dev set: " + ", ".join(f"{k} {v:.2f}" for k, v in info["dev"].items()) + ")")
+
+
+def texts_split(texts, pair):
     """Command-line texts as a Split; a two-text task's as "first [SEP] second" (or the tokenizer's own separator)."""
     sep = re.compile(r"\s*\[sep\]\s*|\s*<sep>\s*", re.IGNORECASE)
     parts = [sep.split(t) if pair else [t] for t in texts]

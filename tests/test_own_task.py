@@ -166,13 +166,28 @@ def test_classify_on_the_validation_file_reproduces_the_fine_tuning_predictions_
     classify.main([str(tmp / "model"), "--input", dev, "--output", str(out)])
     printed = capsys.readouterr().out
     info = json.loads((tmp / "model" / "classifier.json").read_text(encoding="utf-8"))
-    assert f"acc {info['dev']['acc']:.2f}" in printed.split("(at fine-tuning")[0]
+    assert f"acc {info['dev']['acc']:.2f}" in printed.split("(fine-tuning's dev set")[0]
     written = tasks.read_table(str(out))
     assert written[0] == ["sentence1", "sentence2", "label", "prediction", "probability"]
     fine_tuned = [line.split("\t")[1] for line in (tmp / "out" / "predictions" / "pairs.tsv").read_text(
         encoding="utf-8").splitlines()[1:]]
     assert [r["prediction"] for _, r in written[1]] == fine_tuned
     assert all(1 / 3 <= float(r["probability"]) <= 1 for _, r in written[1])
+
+
+def test_classify_writes_any_format_and_scores_only_labels_it_knows(kept, capsys):
+    tmp, _, dev, _ = kept
+    items = [dict(r, label=lbl) for (_, r), lbl in zip(tasks.read_table(dev)[1][:3], ["sport", "weather", "world"])]
+    for name, expected in [("unknown.json", "no metric: the label 'weather'"), ("nolabel.tsv", "wrote 3")]:
+        source = write(tmp / name, [{k: v for k, v in r.items() if name == "unknown.json" or k != "label"}
+                                    for r in items])
+        classify.main([str(tmp / "model"), "--input", source])
+        printed = capsys.readouterr().out
+        assert expected in printed and "fine-tuning's dev set" not in printed
+        out = Path(source).with_suffix(".predicted" + Path(source).suffix)
+        written = tasks.read_table(str(out))[1]
+        assert [r["sentence1"] for _, r in written] == [r["sentence1"] for r in items]
+        assert all(r["prediction"] in TOPICS for _, r in written)
 
 
 def test_classify_labels_texts_given_on_the_command_line_with_sep_between_a_pair(kept, capsys):
