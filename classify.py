@@ -59,7 +59,7 @@ def save_classifier(path, task, keep, cfg, tok, args):
     """The median seed's classifier as a folder: model.pt, classifier.json and the tokenizer files. Built beside the
     destination and swapped in whole: a crash leaves the previous classifier (or none), never half of one."""
     folder = Path(path)
-    stage, old = folder.with_name(folder.name + f".tmp-{os.getpid()}"), folder.with_name(folder.name + f".old-{os.getpid()}")
+    stage, old = (folder.with_name(f"{folder.name}.{kind}-{os.getpid()}") for kind in ("tmp", "old"))
     shutil.rmtree(stage, ignore_errors=True)
     stage.mkdir(parents=True)
     try:

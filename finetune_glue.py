@@ -144,8 +144,8 @@ def predict(model, ids, args, device, progress=False):
     """The head's outputs (N, n_out) as float32, for every example in input order: class logits, or the value."""
     model.eval()
     order = np.argsort([len(s) for s in ids], kind="stable")  # similar lengths share a batch: little padding
-    chunks, dtype = np.array_split(order, range(args.eval_batch_size, len(ids), args.eval_batch_size)), amp_dtype(device)
-    outs = []
+    chunks = np.array_split(order, range(args.eval_batch_size, len(ids), args.eval_batch_size))
+    outs, dtype = [], amp_dtype(device)
     for chunk in tqdm(chunks, unit="batch", disable=not progress, leave=False, dynamic_ncols=True):
         with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
             outs.append(model(*collate([ids[i] for i in chunk], args.pad_id, device)).float().cpu().numpy())
@@ -235,7 +235,7 @@ def parse_args(argv=None):
     p.add_argument("--train_file", help="your own task instead: a .csv, .tsv, .json or .jsonl file with a header")
     p.add_argument("--validation_file", help="its evaluation rows, in the same layout (needed with --train_file)")
     p.add_argument("--text_columns", help="a or a,b: the text column(s) (default: sentence1,sentence2; sentence; text)")
-    p.add_argument("--label_column", default="label", help="the label column (default: label); float labels: regression")
+    p.add_argument("--label_column", default="label", help="the label column (default: label); floats: a regression")
     p.add_argument("--task_name", help="the task's name in glue.md (default: the training file's stem, or its folder)")
     p.add_argument("--save_model", help="keep the classifier of the median seed in this folder, for classify.py")
     p.add_argument("--tokenizer_dir", help="folder with meta.json + tokenizer.json; default: the checkpoint's")

@@ -370,16 +370,17 @@ def test_padding_does_not_change_a_mean_pooled_prediction(pair):
 
 def test_metrics_equal_hand_computed_values():
     preds, labels = np.array([1, 1, 0, 0, 1, 0]), np.array([1, 0, 0, 0, 1, 1])
+    mrpc, cola, rte, stsb = (tasks.glue_task(name, "") for name in ("mrpc", "cola", "rte", "stsb"))
     # tp 2, fp 1, fn 1, tn 2: acc 4/6, f1 2*2/(2*2+1+1), mcc (2*2-1*1)/sqrt(3*3*3*3)
-    assert tasks.compute_metrics(tasks.glue_task("mrpc", ""), preds, labels) == pytest.approx({"acc": 100 * 4 / 6, "f1": 100 * 4 / 6})
-    assert tasks.compute_metrics(tasks.glue_task("cola", ""), preds, labels)["mcc"] == pytest.approx(100 * 3 / 9)
-    assert tasks.compute_metrics(tasks.glue_task("rte", ""), preds, labels) == pytest.approx({"acc": 100 * 4 / 6})
-    sts = tasks.compute_metrics(tasks.glue_task("stsb", ""), np.array([1.0, 2.0, 3.0, 5.0]), np.array([1.0, 2.0, 3.0, 4.0]))
+    assert tasks.compute_metrics(mrpc, preds, labels) == pytest.approx({"acc": 100 * 4 / 6, "f1": 100 * 4 / 6})
+    assert tasks.compute_metrics(cola, preds, labels)["mcc"] == pytest.approx(100 * 3 / 9)
+    assert tasks.compute_metrics(rte, preds, labels) == pytest.approx({"acc": 100 * 4 / 6})
+    sts = tasks.compute_metrics(stsb, np.array([1.0, 2.0, 3.0, 5.0]), np.array([1.0, 2.0, 3.0, 4.0]))
     x, y = np.array([1.0, 2, 3, 5]) - 2.75, np.array([1.0, 2, 3, 4]) - 2.5
     assert sts["pearson"] == pytest.approx(100 * (x @ y) / np.sqrt((x @ x) * (y @ y)))
     assert sts["spearman"] == pytest.approx(100.0)
-    assert tasks.compute_metrics(tasks.glue_task("stsb", ""), np.ones(4), np.arange(4.0)) == {"pearson": 0.0, "spearman": 0.0}
-    assert tasks.compute_metrics(tasks.glue_task("cola", ""), np.ones(6), labels)["mcc"] == 0.0
+    assert tasks.compute_metrics(stsb, np.ones(4), np.arange(4.0)) == {"pearson": 0.0, "spearman": 0.0}
+    assert tasks.compute_metrics(cola, np.ones(6), labels)["mcc"] == 0.0
 
 
 def test_average_is_the_plain_mean_of_the_nine_numbers():

@@ -75,7 +75,7 @@ def test_the_four_formats_read_as_the_same_rows_excel_s_bom_crlf_and_quoted_comm
     (["id", "text", "label"], ("text", None)),
 ])
 def test_text_columns_default_as_run_glue_py_sentence1_and_2_then_sentence_then_text(columns, expected, tmp_path):
-    items = [{c: ("1" if c == "label" else "a b") for c in columns}, {c: ("0" if c == "label" else "b") for c in columns}]
+    items = [{c: (str(i) if c == "label" else "a b") for c in columns} for i in range(2)]
     assert task_of(write(tmp_path / "t.csv", items)).columns == (*expected, "label")
 
 
@@ -122,7 +122,8 @@ def test_the_baseline_is_the_majority_class_or_the_training_mean():
     assert tasks.baseline(reg, np.array([1.0, 2.0, 6.0]), 2).tolist() == [3.0, 3.0]
     scores = tasks.compute_metrics(cls, np.array([2, 2, 2, 2]), np.array([2, 2, 0, 1]))
     assert scores["acc"] == 50.0 and scores["macro_f1"] == pytest.approx(100 * (2 / 3) / 3)
-    assert tasks.compute_metrics(reg, np.full(3, 3.0), np.array([1.0, 3.0, 5.0]))["rmse"] == pytest.approx(np.sqrt(8 / 3))
+    rmse = tasks.compute_metrics(reg, np.full(3, 3.0), np.array([1.0, 3.0, 5.0]))["rmse"]
+    assert rmse == pytest.approx(np.sqrt(8 / 3))
 
 
 def test_the_task_is_named_after_the_file_or_its_folder(tmp_path):
