@@ -330,11 +330,11 @@ def run(args):
     for name, ok, what in ((n, ok, what) for names, ok, what in RULES for n in names.split()):
         if (value := getattr(args, name)) is not None and not ok(value):  # a flag given (the recipes' values are good)
             raise CramError(f"--{name} must be {what} (got {value})")
-    device, (pretrained, cfg, _) = pick_device(args.device), load_model(args.ckpt, "cpu")
+    device, (pretrained, cfg, meta) = pick_device(args.device), load_model(args.ckpt, "cpu")
     args.recipe = cfg.preset if cfg.preset in RECIPES else "paper"  # a config written by hand may say "auto"
     vars(args).update({k: v for k, v in RECIPES[args.recipe].items() if getattr(args, k) is None})  # a flag wins
     vocab, seq_len = pretrained.embed.tok.weight.shape[0], pretrained.embed.pos_table.shape[0]
-    tok = load_tokenizer(args.tokenizer_dir or os.path.dirname(os.path.abspath(args.ckpt)), vocab)
+    tok = load_tokenizer(args.tokenizer_dir or meta.get("folder") or os.path.dirname(os.path.abspath(args.ckpt)), vocab)
     if not 3 <= args.max_len <= seq_len:
         raise CramError(f"--max_len {args.max_len} must be between 3 and the model's {seq_len} positions")
     args.vocab_seq, args.pad_id, cfg.dropout = (vocab, seq_len), tok.special["pad"], args.dropout
