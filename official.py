@@ -136,7 +136,7 @@ def to_release(state, cfg):
                      w.reshape(1) if name.endswith("scale_factor") else w.clone())
     out[DECODER] = out[WORDS].clone()
     for i in range(cfg.n_layer):  # the official code keeps 1/sqrt(head dim) as a buffer: SDPA's default scale
-        out[f"encoder.layers.{i}.attn.self_attention.norm_factor"] = torch.tensor((cfg.n_embd // cfg.n_head) ** -0.5)
+        out[f"encoder.layers.{i}.attn.self_attention.norm_factor"] = torch.tensor(cfg.n_embd / cfg.n_head).rsqrt()
     return out
 
 
