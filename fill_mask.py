@@ -3,6 +3,7 @@
     python fill_mask.py out/ckpt.pt "the capital of france is [MASK] ." --top_k 5
     python fill_mask.py out/ckpt.pt "he [MASK] to the [MASK] ." "she plays [MASK] ."   # several sentences and masks
     python fill_mask.py out/ckpt.pt "..." --tokenizer_dir data/wiki8k   # the tokenizer of another prepare.py output
+    python fill_mask.py crammed-bert "paris is the capital of [MASK] ."   # the paper's released model (official.py)
 
 The model sees the sentence as it saw text in pretraining (encode_for_mlm), runs the encoder and the tied decoder
 at the [MASK] positions (CrammedBERT.forward), and a softmax over the vocabulary gives each slot its own top-k.

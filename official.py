@@ -72,11 +72,13 @@ def read_config(folder):
             raise CramError(f"{path}: unknown arch option {key!r}: this loader cannot tell what it changes, refused")
     for key, want in REQUIRED.items():
         if key not in arch or type(arch[key]) is not type(want) or arch[key] != want:
-            raise CramError(f"{path}: arch option {key} = {arch.get(key, 'missing')!r} is not what this model "
-                            f"computes ({key} = {want!r}): refused, the weights would compute another function")
+            got = repr(arch[key]) if key in arch else "missing"
+            raise CramError(f"{path}: arch option {key} = {got} is not what this model computes ({key} = "
+                            f"{want!r}): refused, the weights would compute another function")
     sizes = {key: arch.get(key) for key in [*SHAPE, *SIZES]}
-    if not all(type(v) is int for k, v in sizes.items() if k != "norm_eps") or type(sizes["norm_eps"]) is not float:
-        raise CramError(f"{path}: the sizes {sizes} must be whole numbers (norm_eps a number)")
+    if not all(type(v) is int and v >= 1 for k, v in sizes.items() if k != "norm_eps") or \
+            type(sizes["norm_eps"]) is not float:
+        raise CramError(f"{path}: the sizes {sizes} must be whole numbers >= 1 (norm_eps a number)")
     if sizes["embedding.embedding_dim"] != sizes["hidden_size"]:
         raise CramError(f"{path}: embedding_dim {sizes['embedding.embedding_dim']} differs from hidden_size "
                         f"{sizes['hidden_size']} (an ALBERT-style projection): refused, CrammedBERT has none")

@@ -96,7 +96,7 @@ def test_an_option_the_model_does_not_compute_is_refused_by_name(key, value, tmp
     refused(folder, f"arch option {key} = {value!r}", "refused")
 
 
-def test_an_unknown_option_another_model_type_and_a_wrong_size_are_refused(tmp_path):
+def test_an_unknown_or_missing_option_another_model_type_and_a_wrong_size_are_refused(tmp_path):
     folder = write_release(ours(), tmp_path / "rel")
     config = json.loads((folder / "config.json").read_text())
     (folder / "config.json").write_text(json.dumps({**config, "arch": {**config["arch"], "layer_drop": 0.1}}))
@@ -105,6 +105,9 @@ def test_an_unknown_option_another_model_type_and_a_wrong_size_are_refused(tmp_p
     refused(folder, "model_type 'bert'")
     (folder / "config.json").write_text(json.dumps({**config, "arch": {**config["arch"], "intermed_size": 128}}))
     refused(folder, "encoder.layers.0.ffn.dense_in.weight has shape (64, 32), config.json implies (128, 32)")
+    del config["arch"]["attention"]["rotary_embedding"]
+    (folder / "config.json").write_text(json.dumps(config))
+    refused(folder, "arch option attention.rotary_embedding = missing")
 
 
 def test_a_missing_an_extra_or_an_untied_tensor_and_another_attention_scale_are_refused(tmp_path):
