@@ -363,7 +363,11 @@ def damaged(path, e):  # a checkpoint cut short, not cram.py's, or with a field 
 
 
 def load_model(ckpt_path, device="cpu"):
-    """Rebuild the raw model of a checkpoint; returns (model, cfg, meta). Used by finetune_glue.py."""
+    """Rebuild the raw model of a checkpoint; returns (model, cfg, meta). Used by finetune_glue.py. Not a file: the
+    paper's released folder, or its hub name JonasGeiping/crammed-bert (official.py; meta["folder"] is where it is)."""
+    if not os.path.isfile(ckpt_path):
+        from official import load_release
+        return load_release(ckpt_path, device)
     ckpt = read_checkpoint(ckpt_path)
     try:
         cfg, meta = Config(**ckpt["config"]), ckpt["meta"]

@@ -3,6 +3,7 @@
     python fill_mask.py out/ckpt.pt "the capital of france is [MASK] ." --top_k 5
     python fill_mask.py out/ckpt.pt "he [MASK] to the [MASK] ." "she plays [MASK] ."   # several sentences and masks
     python fill_mask.py out/ckpt.pt "..." --tokenizer_dir data/wiki8k   # the tokenizer of another prepare.py output
+    python fill_mask.py crammed-bert "paris is the capital of [MASK] ."   # the paper's released model (official.py)
 
 The model sees the sentence as it saw text in pretraining (encode_for_mlm), runs the encoder and the tied decoder
 at the [MASK] positions (CrammedBERT.forward), and a softmax over the vocabulary gives each slot its own top-k.
@@ -21,9 +22,9 @@ from prepare import load_tokenizer
 
 def encode_for_mlm(tok, text):
     """Token ids of `text` as a pretraining row holds a document: its tokens, then [SEP] (rows are packed, no
-    [CLS]; prepare.pack). Each [MASK] (any case) becomes the mask id: split around it ourselves, because tiktoken
-    knows none of our specials (WordPiece would match "[MASK]" itself, but only in capitals)."""
-    pieces = re.split(r"\[mask\]", text, flags=re.IGNORECASE)
+    [CLS]; prepare.pack). Each [MASK] (any case; or the paper's release's <mask>) becomes the model's mask id: split
+    around it ourselves, because tiktoken knows none of our specials (WordPiece would match "[MASK]", in capitals)."""
+    pieces = re.split(r"\[mask\]|<mask>", text, flags=re.IGNORECASE)
     if tok.kind == "gpt2":  # a GPT-2 word token carries its leading space: " paris", so the mask takes the space
         pieces = [p.removesuffix(" ") for p in pieces[:-1]] + pieces[-1:]
     ids = []
@@ -38,7 +39,8 @@ def token_str(tok, i):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description="Top-k predictions of a cram.py checkpoint for each [MASK] of a sentence.")
-    p.add_argument("ckpt", help="checkpoint written by cram.py (meta.json and tokenizer.json beside it)")
+    p.add_argument("ckpt", help="checkpoint written by cram.py (meta.json and tokenizer.json beside it), or the "
+                   "paper's released model folder (JonasGeiping/crammed-bert: official.py)")
     p.add_argument("sentences", nargs="+", help="text with one or more [MASK] in it")
     p.add_argument("--top_k", type=int, default=5, help="predictions shown per [MASK]")
     p.add_argument("--tokenizer_dir", help="folder with meta.json + tokenizer.json; default: the checkpoint's")
@@ -48,9 +50,10 @@ def main(argv=None):
         if args.top_k < 1:
             raise CramError(f"--top_k must be >= 1 (got {args.top_k})")
         device = pick_device(args.device)
-        model, _, _ = load_model(args.ckpt, device)
+        model, _, meta = load_model(args.ckpt, device)
         vocab, seq_len = model.embed.tok.weight.shape[0], model.embed.pos_table.shape[0]
-        tok = load_tokenizer(args.tokenizer_dir or os.path.dirname(os.path.abspath(args.ckpt)), vocab)
+        tok = load_tokenizer(args.tokenizer_dir or meta.get("folder") or os.path.dirname(os.path.abspath(args.ckpt)),
+                             vocab)  # a released model folder holds its own tokenizer
         rows = [torch.tensor(encode_for_mlm(tok, text), device=device) for text in args.sentences]  # (T,)
         for n, (text, ids) in enumerate(zip(args.sentences, rows), 1):  # check every sentence before any work
             if tok.special["mask"] not in ids:

@@ -272,11 +272,11 @@ def run(args):
     if args.save_model:  # before any work: a folder that is not a saved classifier is never overwritten
         from classify import check_save_dir
         check_save_dir(args.save_model, tasks)
-    device, (pretrained, cfg, _) = pick_device(args.device), load_model(args.ckpt, "cpu")
+    device, (pretrained, cfg, meta) = pick_device(args.device), load_model(args.ckpt, "cpu")
     args.recipe = cfg.preset if cfg.preset in RECIPES else "paper"  # a config written by hand may say "auto"
     vars(args).update({k: v for k, v in RECIPES[args.recipe].items() if getattr(args, k) is None})  # a flag wins
     vocab, seq_len = pretrained.embed.tok.weight.shape[0], pretrained.embed.pos_table.shape[0]
-    args.tokenizer_dir = args.tokenizer_dir or os.path.dirname(os.path.abspath(args.ckpt))
+    args.tokenizer_dir = args.tokenizer_dir or meta.get("folder") or os.path.dirname(os.path.abspath(args.ckpt))
     tok = load_tokenizer(args.tokenizer_dir, vocab)
     if not 3 <= args.max_len <= seq_len:
         raise CramError(f"--max_len {args.max_len} must be between 3 and the model's {seq_len} positions")

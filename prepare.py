@@ -155,12 +155,15 @@ def read_meta(data_dir):
 
 
 def load_tokenizer(data_dir, vocab=None):
-    """A prepared set's tokenizer. With vocab: the one a checkpoint was trained with (fill_mask.py, finetune_glue.py;
-    cram.py copies meta.json and tokenizer.json beside ckpt.pt), checked against the model's vocabulary."""
+    """A prepared set's tokenizer, or a Hugging Face folder's (official.py). With vocab: the one a model was trained
+    with (cram.py copies meta.json and tokenizer.json beside ckpt.pt), checked against the model's vocabulary."""
     fix = "pass --tokenizer_dir with the data the model was trained on" if vocab else "prepare the data again"
-    if vocab and not (Path(data_dir) / "meta.json").is_file():
+    from official import hf_tokenizer, is_hf_tokenizer_folder  # the paper's release: a Hugging Face tokenizer folder
+    if is_hf_tokenizer_folder(Path(data_dir)):  # no meta.json but special_tokens_map.json or tokenizer_config.json
+        tok = hf_tokenizer(Path(data_dir))
+    elif vocab and not (Path(data_dir) / "meta.json").is_file():
         die(f"no tokenizer in {data_dir} (meta.json missing): {fix}")
-    if read_meta(data_dir).get("tokenizer") == "gpt2":
+    elif read_meta(data_dir).get("tokenizer") == "gpt2":
         tok = gpt2_tok()
     else:
         from tokenizers import Tokenizer  # meta.json is written last, so tokenizer.json is there

@@ -1,0 +1,250 @@
+"""The paper's own 24-hour model: the released Hugging Face folder JonasGeiping/crammed-bert as a cram.py model.
+
+    git clone https://huggingface.co/JonasGeiping/crammed-bert    # or: hf download JonasGeiping/crammed-bert ...
+    python fill_mask.py crammed-bert "the capital of france is [MASK] ."
+    python finetune_glue.py crammed-bert --glue_dir ../shared/data/glue --tasks rte   # the paper's recipe
+
+The folder holds config.json ("model_type": "crammedBERT", the architecture under "arch"), model.safetensors (the
+official module names; older uploads: pytorch_model.bin), tokenizer.json, tokenizer_config.json and
+special_tokens_map.json. It is the paper preset's architecture, so it loads into CrammedBERT weight for weight:
+one name map (name_map) and two layout transforms (qkv_to_ours, scale_to_ours); to_release is the inverse. An option
+in config.json that CrammedBERT does not compute is refused, named, in one line: never a silently different function.
+"""
+import json
+import math
+import os
+import re
+import socket
+from pathlib import Path
+
+import torch
+
+from cram import Config, CramError, CrammedBERT, check_config
+from prepare import Tok, die
+
+# Every option of the release's "arch" (the official cramming/config/arch/crammed-bert.yaml), dotted for the nested
+# "attention" and "embedding" groups, in three kinds:
+SHAPE = {"num_transformer_layers": "n_layer", "hidden_size": "n_embd", "intermed_size": "ffn_hidden",  # -> Config
+         "attention.num_attention_heads": "n_head", "norm_eps": "norm_eps"}  # and vocab_size, max_seq_length below
+REQUIRED = {  # the only value CrammedBERT computes (cram.py's docstring): another one is refused
+    "norm": "LayerNorm", "norm_scheme": "pre", "nonlin": "GELUglu", "final_norm": True, "use_bias": False,
+    "ffn_layer_frequency": 1, "tie_weights": True, "decoder_bias": False, "skip_head_transform": True,
+    "objective_layout": "MLM", "embedding.pos_embedding": "scaled-sinusoidal", "embedding.normalization": True,
+    "attention.type": "self-attention", "attention.causal_attention": False, "attention.qkv_bias": False,
+    "attention.rotary_embedding": False, "attention.skip_output_projection": False,
+    "attention.sequence_op": "torch-softmax"}
+# No effect on the function the weights compute, so any value: dropout (fine-tuning sets its own), the init, casts for
+# low precision, the pretraining loss and masked fraction, the embedding row kept at zero gradient (padding_idx), and
+# the fine-tuning head (finetune_glue.py builds the paper's GLUE-sane head: first token, 1024 wide, Tanh).
+IRRELEVANT = {"architectures", "hidden_dropout_prob", "embedding.dropout_prob", "attention.dropout_prob",
+              "attention.seq_op_in_fp32", "embedding.stable_low_precision", "embedding.pad_token_id", "init", "loss",
+              "sparse_prediction", "num_labels", "classification_head"}
+SIZES = ("embedding.vocab_size", "embedding.max_seq_length", "embedding.embedding_dim")  # the last = hidden_size
+HF_TOKENIZER_FILES = ("special_tokens_map.json", "tokenizer_config.json")  # beside tokenizer.json: a HF folder
+HUB_NAME = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")  # owner/name, as JonasGeiping/crammed-bert
+
+
+def flat(arch, prefix=""):
+    """{"attention": {"type": ...}} -> {"attention.type": ...}; a whole "init" or "classification_head" is one key."""
+    out = {}
+    for key, value in arch.items():
+        if isinstance(value, dict) and key in ("attention", "embedding"):
+            out |= flat(value, f"{prefix}{key}.")
+        else:
+            out[prefix + key] = value
+    return out
+
+
+def read_config(folder):
+    """config.json -> (Config with preset "paper", vocab_size, seq_len); any option we do not compute is refused."""
+    path = folder / "config.json"
+    try:
+        spec = json.loads(path.read_text(encoding="utf-8"))
+        model_type, arch = spec.get("model_type"), flat(spec["arch"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        hint = " (a cram.py run folder? pass its ckpt.pt)" if (folder / "ckpt.pt").is_file() else ""
+        raise CramError(f"{path} is missing or not a crammedBERT config ({type(e).__name__}: {e}){hint}: give the "
+                        "paper's released model folder, or a cram.py checkpoint") from None
+    if model_type != "crammedBERT":
+        raise CramError(f"{path} says model_type {model_type!r}: only the paper's crammedBERT folders load here")
+    for key in sorted(arch):
+        if key not in SHAPE and key not in REQUIRED and key not in SIZES and key not in IRRELEVANT:
+            raise CramError(f"{path}: unknown arch option {key!r}: this loader cannot tell what it changes, refused")
+    for key, want in REQUIRED.items():
+        if key not in arch or type(arch[key]) is not type(want) or arch[key] != want:
+            got = repr(arch[key]) if key in arch else "missing"
+            raise CramError(f"{path}: arch option {key} = {got} is not what this model computes ({key} = "
+                            f"{want!r}): refused, the weights would compute another function")
+    sizes = {key: arch.get(key) for key in [*SHAPE, *SIZES]}
+    if not all(type(v) is int and v >= 1 for k, v in sizes.items() if k != "norm_eps") or \
+            type(sizes["norm_eps"]) is not float:
+        raise CramError(f"{path}: the sizes {sizes} must be whole numbers >= 1 (norm_eps a number)")
+    if sizes["embedding.embedding_dim"] != sizes["hidden_size"]:
+        raise CramError(f"{path}: embedding_dim {sizes['embedding.embedding_dim']} differs from hidden_size "
+                        f"{sizes['hidden_size']} (an ALBERT-style projection): refused, CrammedBERT has none")
+    cfg = Config(preset="paper", **{ours: arch[key] for key, ours in SHAPE.items()})  # paper preset: its recipe
+    check_config(cfg)
+    return cfg, arch["embedding.vocab_size"], arch["embedding.max_seq_length"]
+
+
+def release_config(cfg, vocab_size, seq_len):
+    """The inverse of read_config: a config.json for our model, as the official code writes it (its needed keys)."""
+    arch = {**{key: getattr(cfg, ours) for key, ours in SHAPE.items()}, **REQUIRED,
+            **dict(zip(SIZES, (vocab_size, seq_len, cfg.n_embd)))}
+    nested = {}
+    for key, value in arch.items():
+        *group, name = key.split(".")
+        (nested.setdefault(group[0], {}) if group else nested)[name] = value
+    return {"model_type": "crammedBERT", "arch": nested}
+
+
+# The weights: the official names -> ours, and the two layouts that differ.
+LAYER = {"norm1.weight": "norm1.weight", "norm1.bias": "norm1.bias", "attn.dense.weight": "attn.out.weight",
+         "attn.self_attention.query_key_value.weight": "attn.qkv.weight", "norm2.weight": "norm2.weight",
+         "norm2.bias": "norm2.bias", "ffn.dense_in.weight": "ffn.up.weight", "ffn.dense_out.weight": "ffn.down.weight"}
+WORDS, DECODER = "encoder.embedding.word_embedding.weight", "decoder.weight"  # tied: one tensor, maybe stored twice
+
+
+def name_map(n_layer):
+    """Each release tensor name -> our parameter name, one for one. Besides these the release stores the tied
+    decoder.weight (the word embedding again) and each layer's attention scale norm_factor: from_release checks both."""
+    names = {WORDS: "embed.tok.weight", "encoder.embedding.pos_embedding.scale_factor": "embed.pos_scale",
+             "encoder.embedding.norm.weight": "embed.norm.weight", "encoder.embedding.norm.bias": "embed.norm.bias",
+             "encoder.final_norm.weight": "final_norm.weight", "encoder.final_norm.bias": "final_norm.bias"}
+    for i in range(n_layer):
+        names |= {f"encoder.layers.{i}.{theirs}": f"blocks.{i}.{ours}" for theirs, ours in LAYER.items()}
+    return names
+
+
+def qkv_to_ours(w, n_head):
+    """The release's fused QKV rows are grouped per head, [h][q,k,v][d] (its attention views the output (H, 3D) and
+    splits each head's 3D); ours per projection, [q,k,v][h][d] (Attention views it (3, H, D)). w: (3C, C)."""
+    return w.reshape(n_head, 3, -1, w.shape[1]).transpose(0, 1).reshape(w.shape)
+
+
+def qkv_to_release(w, n_head):
+    return w.reshape(3, n_head, -1, w.shape[1]).transpose(0, 1).reshape(w.shape)
+
+
+def scale_to_ours(s):  # the position scale: stored with shape (1,), ours is a 0-d scalar
+    return s.reshape(())
+
+
+def to_release(state, cfg):
+    """Our state dict -> the release's names and layouts, with the tied decoder and the attention scales it stores."""
+    out = {theirs: state[ours] for theirs, ours in name_map(cfg.n_layer).items()}
+    for name, w in out.items():
+        out[name] = (qkv_to_release(w, cfg.n_head) if name.endswith("query_key_value.weight") else
+                     w.reshape(1) if name.endswith("scale_factor") else w.clone())
+    out[DECODER] = out[WORDS].clone()
+    for i in range(cfg.n_layer):  # the official code keeps 1/sqrt(head dim) as a buffer: SDPA's default scale
+        out[f"encoder.layers.{i}.attn.self_attention.norm_factor"] = torch.tensor(cfg.n_embd / cfg.n_head).rsqrt()
+    return out
+
+
+def from_release(state, cfg, where):
+    """The release's tensors -> our state dict. Each stored tensor is used once and each of ours set, else refused."""
+    state, head_dim = dict(state), cfg.n_embd // cfg.n_head
+    if DECODER in state and WORDS in state and not torch.equal(state[DECODER], state[WORDS]):
+        raise CramError(f"{where}: {DECODER} differs from {WORDS}, but the model ties them (one matrix): refused")
+    if DECODER in state:  # the tied pair may be stored once, under either name (as the official loader allows)
+        state[WORDS] = state.pop(DECODER)
+    for i in range(cfg.n_layer):  # each layer's attention scale: ours is SDPA's 1/sqrt(head dim), so it must be that
+        key = f"encoder.layers.{i}.attn.self_attention.norm_factor"
+        factor = state.pop(key, None)
+        if factor is None or factor.numel() != 1 or not math.isclose(float(factor), head_dim ** -0.5, rel_tol=1e-6):
+            raise CramError(f"{where}: {key} is {'missing' if factor is None else factor.tolist()}, but this model "
+                            f"scales attention by 1/sqrt({head_dim}) = {head_dim ** -0.5:g}: refused")
+    names = name_map(cfg.n_layer)
+    if extra := sorted(set(state) - set(names)):
+        raise CramError(f"{where}: unexpected tensor {extra[0]} ({len(extra)} in all): not this architecture, refused")
+    if missing := sorted(set(names) - set(state)):
+        raise CramError(f"{where}: no tensor {missing[0]} ({len(missing)} missing): the file is incomplete")
+    return {ours: qkv_to_ours(state[theirs], cfg.n_head) if ours.endswith("attn.qkv.weight") else
+            scale_to_ours(state[theirs]) if ours == "embed.pos_scale" else state[theirs]
+            for theirs, ours in names.items()}
+
+
+def read_weights(folder):
+    """model.safetensors (safetensors: data only, it cannot run code), else the older pytorch_model.bin, a pickle
+    read with weights_only=True: tensors and plain containers only, so a crafted file runs nothing and is refused."""
+    path = next((p for p in (folder / "model.safetensors", folder / "pytorch_model.bin") if p.is_file()), None)
+    if path is None:
+        raise CramError(f"no model.safetensors or pytorch_model.bin in {folder}: download the whole model folder")
+    try:
+        if path.suffix == ".safetensors":
+            from safetensors.torch import load_file
+            return load_file(path)
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+            raise TypeError(f"a {type(state).__name__}, not a dict of tensors")
+        return state
+    except Exception as e:  # a crafted pickle, a file cut short, not weights at all
+        raise CramError(f"{path} refused: damaged or not plain weights ({type(e).__name__}: "
+                        f"{' '.join(str(e).split())[:150]}): download the model folder again") from None
+
+
+def find_folder(path):
+    """A local folder, or a hub name (owner/name, not a local path) downloaded into huggingface_hub's cache."""
+    if os.path.isdir(path):
+        return Path(path)
+    if os.path.exists(path) or not HUB_NAME.fullmatch(path) or path.endswith(".pt"):
+        raise CramError(f"no checkpoint at {path}: check the path, or train one first (or give the paper's model "
+                        "folder, e.g. a clone of https://huggingface.co/JonasGeiping/crammed-bert)")
+    by_hand = (f"git clone https://huggingface.co/{path} (with git-lfs), or hf download {path} --local-dir "
+               f"{path.split('/')[1]} (huggingface_hub's command; older: huggingface-cli), then pass that folder")
+    try:
+        if os.environ.get("HF_HUB_OFFLINE", "0") in ("0", ""):  # fail in seconds, not after the hub client's retries
+            socket.create_connection(("huggingface.co", 443), timeout=5).close()
+        from huggingface_hub import snapshot_download  # offline, it still finds a copy downloaded before
+        return Path(snapshot_download(path, allow_patterns=["*.json", "model.safetensors"]))
+    except Exception as e:
+        raise CramError(f"cannot get {path} from the Hugging Face hub ({type(e).__name__}); download it by hand: "
+                        f"{by_hand}") from None
+
+
+def load_release(path, device="cpu"):
+    """cram.load_model for the paper's released folder (or its hub name): (model, cfg with preset "paper", meta)."""
+    folder = find_folder(str(path))
+    cfg, vocab_size, seq_len = read_config(folder)
+    model = CrammedBERT(cfg, vocab_size, seq_len)
+    state = read_weights(folder)
+    expected = {name: w.shape for name, w in to_release(model.state_dict(), cfg).items()}
+    for name, w in state.items():  # named before any layout transform, in the release's own terms
+        if name in expected and w.shape != expected[name] and not name.endswith("norm_factor"):
+            raise CramError(f"{folder}: {name} has shape {tuple(w.shape)}, config.json implies "
+                            f"{tuple(expected[name])}: the weights and config.json do not belong together")
+    model.load_state_dict(from_release(state, cfg, folder))
+    return model.to(device), cfg, {"folder": str(folder), "format": "crammedBERT", "vocab_size": vocab_size,
+                                   "seq_len": seq_len}
+
+
+# The tokenizer: tokenizer.json, its special tokens by name from special_tokens_map.json / tokenizer_config.json.
+def is_hf_tokenizer_folder(folder):
+    """No meta.json (prepare.py's), but a Hugging Face tokenizer's files: the release, or a classifier saved from it."""
+    return not (folder / "meta.json").is_file() and any((folder / n).is_file() for n in HF_TOKENIZER_FILES)
+
+
+def hf_tokenizer(folder):
+    """A prepare.Tok over the folder's tokenizer.json: the special ids of the tokens its files name (the release:
+    <pad> <unk> <cls> <sep> <mask>, ids of its own), cls_first from its single-text template (the release: A <sep>)."""
+    from tokenizers import Tokenizer
+    names = {}
+    try:
+        for name in reversed(HF_TOKENIZER_FILES):  # special_tokens_map.json wins where both name a token
+            spec = json.loads((folder / name).read_text(encoding="utf-8")) if (folder / name).is_file() else {}
+            names |= {k.removesuffix("_token"): v.get("content") if isinstance(v, dict) else v
+                      for k, v in spec.items() if k.endswith("_token") and v}  # a name, or {"content": name, ...}
+        tok = Tok("wordpiece", Tokenizer.from_file(str(folder / "tokenizer.json")))
+        spec = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
+    except Exception as e:  # not JSON, not a tokenizer (tokenizers raises a bare Exception), missing
+        die(f"cannot load the tokenizer in {folder} ({type(e).__name__}: {' '.join(str(e).split())[:120]}): "
+            "download the model folder again")
+    tok.kind = spec["model"]["type"].lower()  # "wordpiece" for the release: fill_mask shows its "##" pieces
+    for kind in ("pad", "unk", "cls", "sep", "mask"):
+        if (i := tok.backend.token_to_id(names.get(kind) or "")) is None:
+            die(f"{folder}: no {kind} token {names.get(kind)!r} in tokenizer.json (named in {HF_TOKENIZER_FILES})")
+        tok.special[kind] = i
+    single = (spec.get("post_processor") or {}).get("single")  # TemplateProcessing's; BERT's own puts [CLS] first
+    tok.cls_first = not single or single[0].get("SpecialToken", {}).get("id") == names["cls"]
+    return tok
