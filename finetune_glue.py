@@ -57,13 +57,13 @@ def truncate_pair(a, b, budget):
 
 
 def encode(tok, split, max_len):
-    """Token ids [CLS] A [SEP] (B [SEP]) per example, at most max_len long, unpadded (a tokenizer with cls_first
-    False, the paper's release, frames a single text as A [SEP]: the template it was evaluated with)."""
+    """Token ids [CLS] A [SEP] (B [SEP]) per example, at most max_len long, unpadded. The paper's release was
+    evaluated with a single text as a pair whose second is empty, [CLS] A [SEP] [SEP] (tok.single_as_pair)."""
     cls, sep, ids_a = tok.special["cls"], tok.special["sep"], tok.encode_batch(split.a)
-    if split.b is None:
-        lead = [cls] if tok.cls_first else []
-        return [lead + a[:max_len - 1 - len(lead)] + [sep] for a in ids_a]
-    pairs = (truncate_pair(a, b, max_len - 3) for a, b in zip(ids_a, tok.encode_batch(split.b)))
+    if split.b is None and not tok.single_as_pair:
+        return [[cls] + a[:max_len - 2] + [sep] for a in ids_a]
+    ids_b = [[]] * len(ids_a) if split.b is None else tok.encode_batch(split.b)
+    pairs = (truncate_pair(a, b, max_len - 3) for a, b in zip(ids_a, ids_b))
     return [[cls] + a + [sep] + b + [sep] for a, b in pairs]
 
 

@@ -227,7 +227,9 @@ def is_hf_tokenizer_folder(folder):
 
 def hf_tokenizer(folder):
     """A prepare.Tok over the folder's tokenizer.json: the special ids of the tokens its files name (the release:
-    <pad> <unk> <cls> <sep> <mask>, ids of its own), cls_first from its single-text template (the release: A <sep>)."""
+    <pad> <unk> <cls> <sep> <mask>, ids of its own). A single text is fine-tuned as the official evaluation frames it
+    (cramming/data/downstream_task_preparation.py): a pair with an empty second, <cls> A <sep> <sep>, because the
+    tokenizer's own single template, A <sep>, has no <cls> for the head to read."""
     from tokenizers import Tokenizer
     names = {}
     try:
@@ -245,6 +247,5 @@ def hf_tokenizer(folder):
         if (i := tok.backend.token_to_id(names.get(kind) or "")) is None:
             die(f"{folder}: no {kind} token {names.get(kind)!r} in tokenizer.json (named in {HF_TOKENIZER_FILES})")
         tok.special[kind] = i
-    single = (spec.get("post_processor") or {}).get("single")  # TemplateProcessing's; BERT's own puts [CLS] first
-    tok.cls_first = not single or single[0].get("SpecialToken", {}).get("id") == names["cls"]
+    tok.single_as_pair = True
     return tok

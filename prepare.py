@@ -101,7 +101,7 @@ class Tok:
     def __init__(self, kind, backend):
         self.kind, self.backend, first = kind, backend, 50257 if kind == "gpt2" else 0  # GPT-2's ids: 0..50256
         self.special = {k: first + i for i, k in enumerate(SPECIALS)}  # just above them, or 0..4 (train_wordpiece)
-        self.cls_first = True  # a single text is [CLS] A [SEP] (BERT's template; the paper's release: A <sep>)
+        self.single_as_pair = False  # fine-tuning: [CLS] A [SEP]; True: [CLS] A [SEP] [SEP] (the paper's release)
         self.vocab_size = first + len(SPECIALS) if kind == "gpt2" else backend.get_vocab_size()
 
     def encode_raw(self, texts):

@@ -283,7 +283,7 @@ def test_pair_truncation_cuts_the_longer_side_first():
 
 def test_inputs_are_cls_a_sep_b_sep_truncated_to_max_len():
     class Tok:
-        special, cls_first = {"cls": 2, "sep": 3}, True
+        special, single_as_pair = {"cls": 2, "sep": 3}, False
         encode_batch = staticmethod(lambda texts: [[int(w) for w in t.split()] for t in texts])
     pair = fg.encode(Tok, tasks.Split(["7 8", " ".join(["9"] * 300)], ["5", "6 6"], None, None), 16)
     assert pair[0] == [2, 7, 8, 3, 5, 3] and len(pair[1]) == 16 and pair[1][-4:] == [3, 6, 6, 3]
@@ -291,12 +291,12 @@ def test_inputs_are_cls_a_sep_b_sep_truncated_to_max_len():
     assert single[0] == [2, 7, 8, 3] and len(single[1]) == 16 and single[1][-1] == 3
 
 
-def test_a_tokenizer_without_a_leading_cls_frames_a_single_text_as_a_sep_and_a_pair_as_bert_does():
-    class Tok:  # the paper's release: "A <sep>" and "<cls> A <sep> B <sep>"
-        special, cls_first = {"cls": 2, "sep": 1}, False
+def test_the_paper_s_release_frames_a_single_text_as_a_pair_with_an_empty_second_as_its_evaluation_did():
+    class Tok:  # the release: "<cls> A <sep> <sep>" and "<cls> A <sep> B <sep>"
+        special, single_as_pair = {"cls": 2, "sep": 1}, True
         encode_batch = staticmethod(lambda texts: [[int(w) for w in t.split()] for t in texts])
     single = fg.encode(Tok, tasks.Split(["7 8", " ".join(["9"] * 300)], None, None, None), 16)
-    assert single[0] == [7, 8, 1] and len(single[1]) == 16 and single[1][-1] == 1
+    assert single[0] == [2, 7, 8, 1, 1] and len(single[1]) == 16 and single[1][-2:] == [1, 1]
     assert fg.encode(Tok, tasks.Split(["7 8"], ["5"], None, None), 16) == [[2, 7, 8, 1, 5, 1]]
 
 

@@ -14,6 +14,7 @@ import fill_mask  # noqa: E402
 import finetune_glue as fg  # noqa: E402
 import official  # noqa: E402
 import prepare  # noqa: E402
+import tasks  # noqa: E402
 from cram import Config, CramError, CrammedBERT, load_model  # noqa: E402
 
 TINY = ROOT.parent / "shared/data/official_tiny"  # made by the official code: see ../shared/README.md
@@ -162,7 +163,7 @@ def test_a_tokenizer_folder_without_meta_json_is_read_as_hugging_face_s(tmp_path
     (tmp_path / "special_tokens_map.json").write_text(json.dumps(names))
     (tmp_path / "tokenizer_config.json").write_text(json.dumps({"mask_token": {"content": "<mask>"}}))
     got = prepare.load_tokenizer(tmp_path, len(vocab))
-    assert got.special == {"pad": 2, "unk": 6, "cls": 5, "sep": 1, "mask": 4} and got.cls_first is False
+    assert got.special == {"pad": 2, "unk": 6, "cls": 5, "sep": 1, "mask": 4} and got.single_as_pair
     (tmp_path / "tokenizer_config.json").unlink()
     with pytest.raises(SystemExit, match="no mask token None"):
         prepare.load_tokenizer(tmp_path, len(vocab))
@@ -207,7 +208,10 @@ def test_either_tied_key_may_be_missing(dropped, expected, tmp_path):
 def test_the_tokenizer_keeps_the_release_s_special_ids_and_single_template(expected):
     tok = prepare.load_tokenizer(TINY, 1024)
     assert tok.special == {k: tok.backend.token_to_id(f"<{k}>") for k in ("pad", "unk", "cls", "sep", "mask")}
-    assert tok.cls_first is False  # "A <sep>": the release was pretrained on rows without <cls>
+    assert tok.single_as_pair  # fine-tuned as the official evaluation did: <cls> A <sep> <sep>
+    for a, b in [("The cat sat on the mat.", None), ("A man plays.", "Someone makes music.")]:
+        official = tok.backend.encode(a, b or "").ids  # its call: a single text with an empty second
+        assert fg.encode(tok, tasks.Split([a], b and [b], None, None), 128) == [official]
     sentence = "Paris is the capital of [MASK] and Berlin is in Germany."
     assert fill_mask.encode_for_mlm(tok, sentence) == expected["mask_ids"][0].tolist()
 
@@ -235,4 +239,23 @@ def test_finetune_glue_runs_from_the_folder_with_the_paper_recipe_and_the_releas
                      "--seeds", "1", "--device", "cpu", "--out", str(tmp_path / "out")])
     report = json.loads((tmp_path / "out" / "glue.json").read_text())
     assert list(table) == ["cola", "rte"] and report["recipe"] == "paper" and report["settings"]["lr"] == 4e-5
-    assert used[0].special == prepare.load_tokenizer(TINY, 1024).special and used[0].cls_first is False
+    assert used[0].special == prepare.load_tokenizer(TINY, 1024).special and used[0].single_as_pair
+
+
+@needs_tiny
+def test_a_classifier_kept_from_the_release_carries_its_tokenizer_and_classify_uses_it(tmp_path, capsys):
+    import classify
+    rows = "".join(f"the cat sat on the mat {i},{['sport', 'world'][i % 2]}\n" for i in range(8))
+    (tmp_path / "train.csv").write_text("sentence,label\n" + rows, encoding="utf-8")
+    fg.main([str(TINY), "--train_file", str(tmp_path / "train.csv"), "--validation_file", str(tmp_path / "train.csv"),
+             "--save_model", str(tmp_path / "model"), "--epochs", "1", "--seeds", "1", "--device", "cpu",
+             "--out", str(tmp_path / "out")])
+    kept = {p.name for p in (tmp_path / "model").iterdir()}
+    assert {"tokenizer.json", "special_tokens_map.json", "tokenizer_config.json"} <= kept and "meta.json" not in kept
+    _, _, tok = classify.load_classifier(tmp_path / "model")
+    assert tok.special == prepare.load_tokenizer(TINY, 1024).special and tok.single_as_pair
+    capsys.readouterr()
+    classify.main([str(tmp_path / "model"), "--input", str(tmp_path / "train.csv")])
+    predicted = json.loads((tmp_path / "model" / "classifier.json").read_text(encoding="utf-8"))["dev"]["acc"]
+    printed = capsys.readouterr().out.split("(fine-tuning's dev set")[0]
+    assert f"acc {predicted:.2f}" in printed and "on the 8 labelled rows" in printed
