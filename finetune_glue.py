@@ -229,7 +229,8 @@ def markdown(tables, trivial, titles, seeds, recipe):
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description="Fine-tune a cram.py checkpoint on GLUE, or on your own labelled files "
                                 "(its preset's recipe), and keep the classifier.")
-    p.add_argument("ckpt", help="checkpoint written by cram.py (meta.json and tokenizer.json beside it)")
+    p.add_argument("ckpt", help="checkpoint written by cram.py (meta.json and tokenizer.json beside it), or the "
+                   "paper's released model folder (JonasGeiping/crammed-bert: official.py)")
     p.add_argument("--tasks", help=f"comma-separated GLUE tasks (default: all of {','.join(GLUE)})")
     p.add_argument("--glue_dir", help="folder with the GLUE TSVs (<DIR>/RTE/train.tsv ...); default: the hub")
     p.add_argument("--train_file", help="your own task instead: a .csv, .tsv, .json or .jsonl file with a header")
@@ -239,7 +240,8 @@ def parse_args(argv=None):
     p.add_argument("--task_name", help="the task's name in glue.md (default: the training file's stem, or its folder)")
     p.add_argument("--save_model", help="keep the classifier of the median seed in this folder, for classify.py")
     p.add_argument("--tokenizer_dir", help="folder with meta.json + tokenizer.json; default: the checkpoint's")
-    p.add_argument("--out", help="where glue.md, glue.json and predictions/ go; default: the checkpoint's folder")
+    p.add_argument("--out", help="where glue.md, glue.json and predictions/ go; default: the checkpoint's folder "
+                   "(a hub name's: out/NAME)")
     p.add_argument("--random_init", action="store_true", help="re-initialise the encoder: no-pretraining baseline")
     p.add_argument("--vs_random", action="store_true", help="also from random weights: both rows, their difference")
     p.add_argument("--device", default="auto", help="auto (the default), cuda, cpu or mps")
@@ -281,7 +283,8 @@ def run(args):
     if not 3 <= args.max_len <= seq_len:
         raise CramError(f"--max_len {args.max_len} must be between 3 and the model's {seq_len} positions")
     args.vocab_seq, args.pad_id, cfg.dropout = (vocab, seq_len), tok.special["pad"], args.dropout
-    out_dir = Path(args.out or os.path.dirname(os.path.abspath(args.ckpt)))
+    out_dir = Path(args.out or (args.ckpt if os.path.isdir(args.ckpt) else os.path.dirname(os.path.abspath(args.ckpt))
+                                if os.path.isfile(args.ckpt) else os.path.join("out", Path(args.ckpt).name)))
     (out_dir / "predictions").mkdir(parents=True, exist_ok=True)
     info = run_info(device)
     print(f"settings: {json.dumps(vars(args))}\nrun: {json.dumps(info)}")
