@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from cram import CramError, CrammedBERT, load_model, pick_device
-from hardware import amp_dtype, run_info
+from hardware import amp_dtype, autocast, run_info, safe_console
 from prepare import load_tokenizer
 
 # Recipes, named by the checkpoint's preset; every value is also a flag, which wins. The paper's "GLUE-sane" set:
@@ -208,13 +208,12 @@ def finetune(model, ids, labels, args, seed, device, desc):
     batches = [b for _ in range(args.epochs) for b in torch.randperm(len(ids), generator=gen).split(args.batch_size)]
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(args.beta1, args.beta2),
                                   eps=args.adam_eps, weight_decay=args.weight_decay, fused=device.type == "cuda")
-    targets = torch.from_numpy(labels).to(device)  # once: no host-to-device copy per step
-    dtype = amp_dtype(device)  # as in pretraining: bf16 from Ampere on, fp16 with loss scaling before, CPU fp32
-    scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
+    targets = torch.tensor(labels.tolist()).to(device)  # once; STS-B's scores in float32: MPS has no float64
+    scaler = torch.amp.GradScaler(device.type, enabled=(dtype := amp_dtype(device)) == torch.float16)  # as cram.py
     model.train()
     for step, batch in enumerate(tqdm(batches, desc=desc, unit="step", leave=False, dynamic_ncols=True)):
         optimizer.param_groups[0]["lr"] = lr_at(step, len(batches), args.lr, args.warmup)  # one group: all weights
-        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+        with autocast(device, dtype):  # as in pretraining: bf16 from Ampere on, fp16 before it, else fp32
             out = model(*collate([ids[i] for i in batch], args.pad_id, device)).float()     # (B, n_out)
         y = targets[batch.to(device)]
         loss = F.mse_loss(out[:, 0], y.float()) if out.shape[1] == 1 else F.cross_entropy(out, y)
@@ -232,7 +231,7 @@ def predict(model, ids, args, device):
     order = np.argsort([len(s) for s in ids], kind="stable")  # similar lengths share a batch: little padding
     preds, dtype = np.zeros(len(ids)), amp_dtype(device)
     for chunk in np.array_split(order, range(args.eval_batch_size, len(ids), args.eval_batch_size)):
-        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+        with autocast(device, dtype):
             out = model(*collate([ids[i] for i in chunk], args.pad_id, device)).float()
         preds[chunk] = (out[:, 0] if out.shape[1] == 1 else out.argmax(dim=1)).cpu().numpy()
     return preds if out.shape[1] == 1 else preds.astype(np.int64)
@@ -356,13 +355,14 @@ def run(args):
         "settings": vars(args), "run": info, **r, "average": average(r["table"]), "average_over": list(r["table"]),
         **({f"random_init_{k}": v for k, v in report[True].items()} if args.vs_random else {})}, indent=1)
     for name, text in outputs.items():  # only now, all at once, glue.json last: a failed run leaves the earlier ones
-        (out_dir / f"{name}.tmp").write_text(text)  # then rename: never a half-written table or predictions file
+        (out_dir / f"{name}.tmp").write_text(text, encoding="utf-8")  # then rename: never a half-written file
         os.replace(out_dir / f"{name}.tmp", out_dir / name)
     print("\n" + md + f"\nwrote {out_dir}/glue.md, glue.json and predictions/; total wall time {total_s / 60:.1f} min")
     return r["table"]
 
 
 def main(argv=None):
+    safe_console()  # a path or text the console's encoding lacks is printed escaped, never raised (Windows: cp1252)
     try:
         return run(parse_args(argv))
     except (CramError, OSError) as e:  # OSError: no permission, a full disk

@@ -320,7 +320,7 @@ def test_a_run_in_folders_named_with_letters_cp1252_lacks_trains_and_logs_the_ut
     assert f"\ndata: {data} | ".encode("utf-8") in log  # the bytes a UTF-8 machine writes
     assert log.decode("utf-8").count("\nstep ") == 2
     assert [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text(encoding="utf-8").splitlines()] == \
-        [1, 2, 2]
+        [1, 1, 2, 2]  # a step, the evaluation at half the budget, a step, the final evaluation
     assert b"donn\xe9es_\\u03a9" in p.stdout  # the console got é in cp1252 and an escape for the Omega: no crash
 
 
