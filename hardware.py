@@ -26,8 +26,8 @@ def amp_dtype(device):
 
 
 def autocast(device, dtype):
-    """Autocast to dtype (amp_dtype's pick), or no context at all for None (fp32): torch before 2.5 refuses an autocast
-    on "mps" even when it is disabled."""
+    """Autocast to dtype (amp_dtype's pick), or no context at all for None (fp32): older torch (2.4, the oldest that
+    requirements.txt allows) refuses an autocast on "mps" even when it is disabled."""
     return torch.autocast(device.type, dtype=dtype) if dtype is not None else contextlib.nullcontext()
 
 
