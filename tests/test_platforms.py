@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import types
-from pathlib import Path
 
 import numpy as np
 import pytest
