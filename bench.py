@@ -13,8 +13,8 @@ interleaved, `--rounds` times, and only ratios taken within one round are report
 FLOPs per token follow RECIPE.md: 6 * non-embedding parameters + 12 * L * d * T + 6 * d * V * mask_rate.
 """
 import argparse
-import resource
 import statistics
+import sys
 import time
 from dataclasses import replace
 
@@ -25,22 +25,29 @@ import hardware
 
 
 def autocast(device):
-    dtype = hardware.amp_dtype(device)
-    return torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
+    return hardware.autocast(device, hardware.amp_dtype(device))
 
 
 def timed(fn, warmup, steps, device):
     """Seconds per call of fn, after warm-up (compile, allocator, caches)."""
     for _ in range(warmup):
         fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
+    getattr(torch, device.type).synchronize()  # a GPU (CUDA, Apple's mps) runs queued work later: wait for it
     t0 = time.perf_counter()
     for _ in range(steps):
         fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
+    getattr(torch, device.type).synchronize()
     return (time.perf_counter() - t0) / steps
+
+
+def max_rss_gib():
+    """The process's peak resident memory in GiB, or None on Windows, which has no resource module."""
+    try:
+        import resource  # Unix only: imported here, so that bench.py starts on Windows too
+    except ImportError:
+        return None
+    unit = 2**30 if sys.platform == "darwin" else 2**20  # ru_maxrss counts bytes on macOS, KiB on Linux
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / unit
 
 
 def ours(cfg, vocab, T, device, compile_, accum):
@@ -98,13 +105,15 @@ def matmul(device, n=4096):
 
 
 def main(argv=None):
+    hardware.safe_console()
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--preset", default="auto", help="cram.py preset whose model shape is timed")
     p.add_argument("--micro_batch", type=int, default=None, help="sequences per step (default: the preset's)")
     p.add_argument("--vocab_size", type=int, default=32768)
     p.add_argument("--seq_len", type=int, default=128)
     p.add_argument("--device", default="auto")
-    p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None, help="default: on for CUDA")
+    p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
+                   help="default: on for CUDA, not on Windows")
     p.add_argument("--accum", type=int, default=1, help="micro-batches per optimizer step (training: batch / micro)")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=10)
@@ -120,7 +129,7 @@ def main(argv=None):
         device = cram.pick_device(args.device)
     except cram.CramError as e:
         raise SystemExit(f"bench.py: error: {e}")
-    compile_ = device.type == "cuda" if args.compile is None else args.compile
+    compile_ = hardware.compile_by_default(device) if args.compile is None else args.compile
     if args.accum < 1:
         raise SystemExit(f"bench.py: error: --accum must be >= 1 (got {args.accum})")
     try:
@@ -185,7 +194,8 @@ def main(argv=None):
         print("peak memory: " + ", ".join(f"{n} {max(m[1:]) / 2**30:.2f} GiB" for n, m in mem.items()) +
               " (CUDA allocated: each candidate's weights + the peak of its own steps)")
     else:
-        print(f"peak memory: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB (process max RSS)")
+        rss = max_rss_gib()
+        print(f"peak memory: {rss:.2f} GiB (process max RSS)" if rss is not None else "peak memory: n/a (Windows)")
     return tok_s
 
 

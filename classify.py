@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from cram import Config, CramError, CrammedBERT, pick_device
+from hardware import safe_console
 from finetune_glue import GlueModel, decide, encode, predict
 from prepare import load_tokenizer
 from tasks import Split, Task, compute_metrics, read_split, read_table
@@ -131,9 +132,9 @@ def write_rows(path, columns, rows):
         buf.write(json.dumps(rows, ensure_ascii=False, indent=1) + "\n")
     else:
         raise CramError(f"--output {path} must end in .csv, .tsv, .json or .jsonl")
-    tmp = Path(str(path) + ".tmp")
-    tmp.write_text(buf.getvalue(), encoding="utf-8", newline="")
-    os.replace(tmp, path)
+    with open(f"{path}.tmp", "w", encoding="utf-8", newline="") as f:  # newline "": the rows' own line ends
+        f.write(buf.getvalue())
+    os.replace(f"{path}.tmp", path)
 
 
 def main(argv=None):
@@ -147,6 +148,7 @@ def main(argv=None):
     p.add_argument("--batch_size", type=int, help="texts per forward pass (default: fine-tuning's evaluation batch)")
     p.add_argument("--device", default="cpu", help="cpu, cuda, mps or auto")
     args = p.parse_args(argv)
+    safe_console()  # a label or text the console's encoding lacks is printed escaped, never raised (Windows: cp1252)
     try:
         if bool(args.texts) == bool(args.input):
             raise CramError("give texts to label, or --input FILE (one of the two)")

@@ -40,7 +40,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from hardware import amp_dtype, device_peak_flops, run_info  # what the machine is, and can do
+# what the machine is, and can do; safe_console: what is printed never raises on a console lacking a character
+from hardware import amp_dtype, autocast, compile_by_default, device_peak_flops, run_info, safe_console
 from prepare import read_meta
 
 
@@ -83,7 +84,7 @@ class Config:
     resume: bool = False          # continue from out_dir/ckpt.pt
     # system
     device: str = "auto"          # "auto", "cuda", "cpu", "mps"
-    compile: str = "auto"         # torch.compile: "auto" (on for CUDA), "true", "false"
+    compile: str = "auto"         # torch.compile: "auto" (on for CUDA, not on Windows), "true", "false"
     seed: int = 0                 # weights at init and masks (a pure function of seed and step)
 
 
@@ -485,7 +486,7 @@ def train(cfg):
     optimizer = make_optimizer(model, cfg, device)
     dtype = amp_dtype(device)  # bf16 from Ampere on, fp16 with loss scaling before it, fp32 on the CPU and MPS
     scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
-    amp = lambda: torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)  # noqa: E731
+    amp = lambda: autocast(device, dtype)  # noqa: E731  (in fp32 no autocast at all: what MPS needs)
 
     ckpt_path = os.path.join(cfg.out_dir, "ckpt.pt")
     step, train_time, data_pos, val_loss = 0, 0.0, 0, float("nan")
@@ -499,7 +500,7 @@ def train(cfg):
         train_model = torch.nn.parallel.DistributedDataParallel(  # no buffer to broadcast: pos_table is fixed
             model, device_ids=[device] if device.type == "cuda" else None, broadcast_buffers=False,
             gradient_as_bucket_view=True)  # no second copy of the gradients
-    if cfg.compile == "true" or (cfg.compile == "auto" and device.type == "cuda"):
+    if cfg.compile == "true" or (cfg.compile == "auto" and compile_by_default(device)):  # CUDA, not on Windows
         train_model = torch.compile(train_model)  # static shapes: fixed micro-batch and fixed masked count
 
     peak, flops = device_peak_flops(device), flops_per_token(model, cfg, T)  # MFU in the step lines
@@ -510,8 +511,8 @@ def train(cfg):
         for name in ("meta.json", meta.get("tokenizer_file") or ""):  # finetune_glue.py finds them beside ckpt.pt
             if name and os.path.exists(os.path.join(cfg.data_dir, name)):
                 shutil.copyfile(os.path.join(cfg.data_dir, name), os.path.join(cfg.out_dir, name))
-        log_file = open(os.path.join(cfg.out_dir, "log.txt"), "a", buffering=1)  # line-buffered: on disk at once
-        metrics_file = open(os.path.join(cfg.out_dir, "metrics.jsonl"), "a", buffering=1)
+        log_file, metrics_file = (open(os.path.join(cfg.out_dir, name), "a", buffering=1, encoding="utf-8")
+                                  for name in ("log.txt", "metrics.jsonl"))  # line-buffered: on disk at once
 
     def log(msg, **metrics):
         if master:
@@ -545,7 +546,8 @@ def train(cfg):
         return loss
 
     stop = {}
-    for sig in (signal.SIGINT, signal.SIGTERM):  # finish the step, save, exit: see the end of this function
+    # Ctrl+C, kill, and Windows' Ctrl+Break: finish the step, save, exit (see the end of this function)
+    for sig in {signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGBREAK", signal.SIGINT)}:
         signal.signal(sig, lambda signum, frame: stop.setdefault("signal", signal.Signals(signum).name))
     gen = torch.Generator(device=device)
     next_eval = (math.floor(progress() / cfg.eval_every) + 1) * cfg.eval_every
@@ -632,6 +634,7 @@ def train(cfg):
 
 
 def main(argv=None):
+    safe_console()  # a path the console's encoding lacks is printed escaped, never raised (Windows: cp1252)
     cfg = parse_config(argv)
     try:
         return train(cfg)

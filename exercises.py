@@ -17,6 +17,8 @@ import sys
 import torch
 import torch.nn.functional as F
 
+from hardware import safe_console
+
 
 def check(condition, message):
     if not condition:
@@ -329,6 +331,7 @@ def run(names, module):
 
 
 def main(argv=None):
+    safe_console()  # a student's error message is printed escaped where the console lacks a character (Windows)
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("exercise", nargs="?", help=f"one of: {', '.join(EXERCISES)}, or all")
     p.add_argument("--file", default="cram.py", help="the copy of cram.py to check")

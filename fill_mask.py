@@ -17,6 +17,7 @@ import sys
 import torch
 
 from cram import CramError, load_model, pick_device
+from hardware import safe_console
 from prepare import load_tokenizer
 
 
@@ -38,6 +39,7 @@ def token_str(tok, i):
 
 
 def main(argv=None):
+    safe_console()  # a sentence or token the console's encoding lacks is printed escaped (Windows: cp1252)
     p = argparse.ArgumentParser(description="Top-k predictions of a cram.py checkpoint for each [MASK] of a sentence.")
     p.add_argument("ckpt", help="checkpoint written by cram.py (meta.json and tokenizer.json beside it), or the "
                    "paper's released model folder (JonasGeiping/crammed-bert: official.py)")

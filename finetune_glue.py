@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from cram import CramError, CrammedBERT, load_model, pick_device
-from hardware import amp_dtype, run_info
+from hardware import amp_dtype, autocast, run_info, safe_console
 from prepare import load_tokenizer
 from tasks import GLUE, baseline, compute_metrics, file_task, glue_task, load_task
 
@@ -122,13 +122,12 @@ def finetune(model, ids, labels, args, seed, device, desc):
     batches = [b for _ in range(args.epochs) for b in torch.randperm(len(ids), generator=gen).split(args.batch_size)]
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(args.beta1, args.beta2),
                                   eps=args.adam_eps, weight_decay=args.weight_decay, fused=device.type == "cuda")
-    targets = torch.from_numpy(labels).to(device)  # once: no host-to-device copy per step
-    dtype = amp_dtype(device)  # as in pretraining: bf16 from Ampere on, fp16 with loss scaling before, CPU fp32
-    scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
+    targets = torch.tensor(labels.tolist()).to(device)  # once; STS-B's scores in float32: MPS has no float64
+    scaler = torch.amp.GradScaler(device.type, enabled=(dtype := amp_dtype(device)) == torch.float16)  # as cram.py
     model.train()
     for step, batch in enumerate(tqdm(batches, desc=desc, unit="step", leave=False, dynamic_ncols=True)):
         optimizer.param_groups[0]["lr"] = lr_at(step, len(batches), args.lr, args.warmup)  # one group: all weights
-        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+        with autocast(device, dtype):  # as in pretraining: bf16 from Ampere on, fp16 before it, else fp32
             out = model(*collate([ids[i] for i in batch], args.pad_id, device)).float()     # (B, n_out)
         y = targets[batch.to(device)]
         loss = F.mse_loss(out[:, 0], y.float()) if out.shape[1] == 1 else F.cross_entropy(out, y)
@@ -147,7 +146,7 @@ def predict(model, ids, args, device, progress=False):
     chunks = np.array_split(order, range(args.eval_batch_size, len(ids), args.eval_batch_size))
     outs, dtype = [], amp_dtype(device)
     for chunk in tqdm(chunks, unit="batch", disable=not progress, leave=False, dynamic_ncols=True):
-        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+        with autocast(device, dtype):
             outs.append(model(*collate([ids[i] for i in chunk], args.pad_id, device)).float().cpu().numpy())
     out = np.empty((len(ids), outs[0].shape[1]), dtype=np.float32)
     out[order] = np.concatenate(outs)
@@ -324,6 +323,7 @@ def run(args):
 
 
 def main(argv=None):
+    safe_console()  # a path or text the console's encoding lacks is printed escaped, never raised (Windows: cp1252)
     try:
         return run(parse_args(argv))
     except (CramError, OSError) as e:  # OSError: no permission, a full disk

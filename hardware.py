@@ -1,12 +1,15 @@
 """The machine: which precision a GPU computes natively, its peak for MFU, and what every log records about it.
 
 Plain functions of what torch reports (device capability, device name), so tests can give them a T4's, an A100's
-or an H100's answers on a CPU (tests/test_gpu_paths.py). cram.py, finetune_glue.py and bench.py share them.
+or an H100's answers on a CPU (tests/test_gpu_paths.py), or a Mac's and a Windows laptop's (tests/test_platforms.py).
+cram.py, finetune_glue.py and bench.py share them; every script's main() calls safe_console() first.
 """
+import contextlib
 import os
 import platform
 import re
 import subprocess
+import sys
 import time
 
 import numpy as np
@@ -20,6 +23,26 @@ def amp_dtype(device):
     if device.type != "cuda":
         return None
     return torch.bfloat16 if torch.cuda.get_device_capability(device) >= (8, 0) else torch.float16
+
+
+def autocast(device, dtype):
+    """Autocast to dtype (amp_dtype's pick), or no context at all for None (fp32): older torch (2.4, the oldest that
+    requirements.txt allows) refuses an autocast on "mps" even when it is disabled."""
+    return torch.autocast(device.type, dtype=dtype) if dtype is not None else contextlib.nullcontext()
+
+
+def compile_by_default(device):
+    """--compile auto: torch.compile on CUDA, except on Windows, where its GPU kernels need Triton, which torch does not
+    ship there. Off on the CPU, and on Apple's GPU (mps), whose compiler backend torch calls a prototype."""
+    return device.type == "cuda" and sys.platform != "win32"
+
+
+def safe_console():
+    """What a script prints never raises: a character the console's encoding lacks (cp1252 on Windows, also for output
+    redirected to a file) is written as an escape, e.g. \\u03a9. Every script's main() calls this first."""
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):  # None under pythonw.exe; some embedders' streams cannot be reconfigured
+            stream.reconfigure(errors="backslashreplace")
 
 
 # Dense tensor-core peak FLOP/s in the precision amp_dtype picks (bf16; fp16 before Ampere), for MFU. The whole
@@ -40,8 +63,8 @@ def device_peak_flops(device):
 
 def run_info(device):
     """Versions, device and git commit: every log and checkpoint records where its numbers came from."""
-    git = lambda *a: subprocess.run(["git", *a], capture_output=True, text=True, timeout=5,  # noqa: E731
-                                    cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
+    git = lambda *a: subprocess.run(["git", *a], capture_output=True, encoding="utf-8", errors="replace",  # noqa: E731
+                                    timeout=5, cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
     try:  # "-dirty": the code that ran differs from the commit
         commit = git("rev-parse", "--short", "HEAD") + ("-dirty" if git("status", "--porcelain", "--", "*.py") else "")
     except (OSError, subprocess.SubprocessError):

@@ -15,6 +15,7 @@ import json
 import os
 import sys
 
+from hardware import safe_console
 
 AXES = {"budget": ("budget", 100, "budget used (%)"), "seconds": ("train_time", 1, "training seconds (budget)"),
         "tokens": ("tokens", 1, "tokens seen"), "flops": ("flops", 1, "training FLOPs (FLOPs per token x tokens)")}
@@ -46,6 +47,7 @@ def read_metrics(run_dir, x="budget"):
 
 
 def main(argv=None):
+    safe_console()  # a folder name the console's encoding lacks is printed escaped (Windows: cp1252)
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("runs", nargs="+", help="cram.py output folders (each holds metrics.jsonl)")
     p.add_argument("--png", default=None, help="image to write (default: <first run>/training.png)")

@@ -29,6 +29,8 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from hardware import safe_console
+
 SPECIALS = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}  # ids 0..4, in order
 SUFFIXES = (".txt", ".txt.gz", ".jsonl", ".jsonl.gz")  # and WikiExtractor's own wiki_00, wiki_01, ...
 WIKI_DOC = re.compile(r"^<doc [^\n]*\n(.*?)^</doc>", re.M | re.S)  # an article: its title line and paragraphs
@@ -263,6 +265,7 @@ def settle(out):  # the new set is built in a staging folder, and replaces out's
 
 
 def main(argv=None):
+    safe_console()  # a path the console's encoding lacks is printed escaped, never raised (Windows: cp1252)
     args = parse_args(argv)
     out, T, t0 = Path(args.out), args.seq_len, time.time()
     settle(out)  # what runs killed with -9 left
@@ -295,7 +298,7 @@ def main(argv=None):
                 "max_tokens_per_char": args.max_tokens_per_char, "tokens_dropped": st["dropped_tokens"]},
                 "sort": {"enabled": not args.no_sort, "key": "dot_count"}, "docs": st["docs"],
                 "created": time.strftime("%Y-%m-%dT%H:%M:%S")}
-        (stage / "meta.tmp").write_text(json.dumps(meta, indent=1))
+        (stage / "meta.tmp").write_text(json.dumps(meta, indent=1), encoding="utf-8")
         os.replace(stage / "meta.tmp", stage / "meta.json")  # whole or not at all: the set in stage is complete
     except (OSError, KeyboardInterrupt) as e:  # a full disk, no permission, an --out that is a file; Ctrl-C
         die(f"{e}: check --out and the disk" if str(e) else "interrupted: --out holds no half-written set")

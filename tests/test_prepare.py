@@ -53,7 +53,7 @@ def run_cli(*flags, env=None):
 
 def test_round_trip_recovers_the_lowercased_text(tmp_path):
     write_txt(tmp_path / "txt", n=3)
-    (tmp_path / "txt" / "003.txt").write_text("Héllo Wörld. The Cat sat ON the mat.")
+    (tmp_path / "txt" / "003.txt").write_text("Héllo Wörld. The Cat sat ON the mat.", encoding="utf-8")
     meta, train, val = run(tmp_path, tmp_path / "txt", *SMALL, "--no_sort", "--val_fraction", "0")
     tok = prepare.load_tokenizer(tmp_path / "out")
     text = tok.decode(train.ravel())

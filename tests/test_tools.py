@@ -18,7 +18,7 @@ import cram  # noqa: E402
 import exercises  # noqa: E402
 import plot  # noqa: E402
 
-README = (ROOT / "README.md").read_text()
+README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 
 def write_metrics(run_dir, n=20, mask_column=True):
@@ -152,7 +152,7 @@ def test_every_flag_in_a_readme_command_exists_in_its_script():
 def test_the_scaling_exercise_runs_as_written(tmp_path, capsys):
     """docs/scaling.md's commands, each run for 2 steps on toy data (its own shapes and flags), then its plots."""
     from test_cram import write_data
-    page = (ROOT / "docs" / "scaling.md").read_text()
+    page = (ROOT / "docs" / "scaling.md").read_text(encoding="utf-8")
     data, runs = write_data(tmp_path / "data"), []
     for script, args in python_commands(page):
         unknown = [a for a in args if a.startswith("--") and a not in flags_of(script)]
