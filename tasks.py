@@ -109,8 +109,14 @@ def read_table(path, header=True):
     with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:  # -sig: a byte-order mark (MRPC)
         text = f.read()
     if kind in (".json", ".jsonl"):
-        try:  # a whole document (a list of objects), else JSON Lines
-            records = list(enumerate(json.loads(text), 1)) if text.lstrip().startswith("[") else [
+        try:  # a list of objects, or {"data": [...]} (the datasets library's field=), else JSON Lines
+            whole = json.loads(text)
+        except ValueError:
+            whole = None  # JSON Lines: a second object after the first
+        if isinstance(whole, dict) and len(whole) == 1 and isinstance(next(iter(whole.values())), list):
+            whole = next(iter(whole.values()))
+        try:
+            records = list(enumerate(whole, 1)) if isinstance(whole, list) else [
                 (n, json.loads(line)) for n, line in enumerate(text.split("\n"), 1) if line.strip()]
         except ValueError as e:
             raise CramError(f"{path} is not JSON ({e}): one object a line (.jsonl), or a list of objects") from None
@@ -153,7 +159,7 @@ def read_split(task, path, limit=0, labelled=True):
                 raise ValueError(row)
             values = [("" if row.get(c) is None else str(row[c])) for c in wanted]
             if "\ufffd" in "".join(values):  # what errors="replace" made of bytes that are not UTF-8
-                raise ValueError("not UTF-8 text")
+                raise ValueError("not UTF-8 text (from Excel: save as CSV UTF-8)")
             if empty := next((c for c, v in zip(wanted, values) if not v.strip()), None):
                 raise ValueError(f"{empty!r} is empty")
             if labelled and task.labels and values[-1].strip() not in ids and not task.hub:

@@ -109,6 +109,16 @@ def test_float_labels_make_a_regression_anything_else_classes_named_by_their_val
                             ("acc", "macro_f1", "mcc") if len(labels) == 2 else ("acc", "macro_f1"))
 
 
+def test_json_may_be_a_list_an_object_holding_one_or_one_object_a_line(tmp_path):
+    items = rows(4)
+    paths = [write(tmp_path / "a.json", items), write(tmp_path / "b.jsonl", items)]
+    (tmp_path / "c.json").write_text(json.dumps({"data": items}, indent=2), encoding="utf-8")
+    (tmp_path / "d.jsonl").write_text(json.dumps(items[0]) + "\n", encoding="utf-8")
+    for path in [*paths, str(tmp_path / "c.json")]:
+        assert [r for _, r in tasks.read_table(path)[1]] == items
+    assert [r for _, r in tasks.read_table(str(tmp_path / "d.jsonl"))[1]] == items[:1]
+
+
 def test_json_numbers_follow_the_same_rule_floats_regress_integers_classify(tmp_path):
     assert task_of(write(tmp_path / "a.jsonl", [{"text": "a", "label": 1.0}, {"text": "b", "label": 2}])).labels is None
     assert task_of(write(tmp_path / "b.jsonl", [{"text": "a", "label": 1}, {"text": "b", "label": 0}])).labels == (
