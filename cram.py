@@ -5,6 +5,7 @@ Launch lines (run prepare.py first, it writes data/):
     python cram.py --preset paper --budget_hours 24       # the paper: 16 layers, 24 h on one GPU
     python cram.py --preset paper --resume                # continue out/ckpt.pt where it stopped
     torchrun --nproc_per_node 8 cram.py --preset paper    # several GPUs: the batch target stays global
+    torchrun --nproc_per_node 8 cram.py --shard ...       # a model too big for one GPU: ZeRO-3 through FSDP2
     python cram.py --help                                 # every field of Config, with its default
 
 The architecture (paper section 4.2, the final "crammed BERT"):
@@ -84,6 +85,8 @@ class Config:
     # system
     device: str = "auto"          # "auto", "cuda", "cpu", "mps"
     compile: str = "auto"         # torch.compile: "auto" (on for CUDA), "true", "false"
+    shard: bool = False           # under torchrun: FSDP2 (ZeRO-3) splits weights, gradients, Adam moments over ranks
+    offload: bool = False         # with --shard on GPUs: the shards live in CPU memory (ZeRO-Offload), slower steps
     seed: int = 0                 # weights at init and masks (a pure function of seed and step)
 
 
@@ -362,6 +365,54 @@ def damaged(path, e):  # a checkpoint cut short, not cram.py's, or with a field 
                      f"{' '.join(str(e).split())[:150]}): check the path, or train afresh in another --out_dir")
 
 
+def full_state(model, optimizer, sharded):
+    """(weights, optimizer state) in the one format of every checkpoint, whoever wrote it: one device's state dicts,
+    the optimizer's keyed by parameter index. Under --shard gathered by torch.distributed.checkpoint from the ranks
+    (every rank must call this) to rank 0's CPU memory; the other ranks get ({}, {})."""
+    if not sharded:
+        return model.state_dict(), optimizer.state_dict()
+    from torch.distributed.checkpoint import state_dict as dcp  # imported only for --shard: ~1 s at start-up
+    options = dcp.StateDictOptions(full_state_dict=True, cpu_offload=True)
+    weights, moments = dcp.get_model_state_dict(model, options=options), dcp.get_optimizer_state_dict(
+        model, optimizer, options=options)  # the optimizer state keyed by parameter name
+    if weights:  # rank 0
+        reshape_pos_scale(weights, moments, ())
+        moments = rekey(moments, {name: i for i, name in enumerate(param_names(model, optimizer))})
+    return weights, moments
+
+
+def load_full_state(model, optimizer, weights, moments, sharded):
+    """Load full_state's format into model and optimizer; under --shard every rank keeps its slice of each tensor."""
+    if not sharded:
+        model.load_state_dict(weights)
+        optimizer.load_state_dict(moments)  # moves the Adam moments to the parameters' device
+        return
+    from torch.distributed.checkpoint import state_dict as dcp
+    moments = rekey(moments, dict(enumerate(param_names(model, optimizer))))
+    reshape_pos_scale(weights, moments, (1,))
+    options = dcp.StateDictOptions(full_state_dict=True)  # every rank read the whole file
+    dcp.set_model_state_dict(model, weights, options=options)
+    dcp.set_optimizer_state_dict(model, optimizer, moments, options=options)
+
+
+def param_names(model, optimizer):  # the optimizer's parameters by name, in the order that numbers them
+    name = {p: n for n, p in model.named_parameters()}
+    return [name[p] for group in optimizer.param_groups for p in group["params"]]
+
+
+def rekey(moments, key):  # optimizer state keyed by parameter index <-> by name, key maps one to the other
+    return {"state": {key[k]: state for k, state in moments["state"].items()},
+            "param_groups": [{**g, "params": [key[k] for k in g["params"]]} for g in moments["param_groups"]]}
+
+
+def reshape_pos_scale(weights, moments, shape):
+    """FSDP2 shards no 0-dim tensor: under --shard the position scalar is a 1-vector (wrap_model), on disk a scalar."""
+    weights["embed.pos_scale"] = weights["embed.pos_scale"].reshape(shape)
+    adam = moments["state"].get("embed.pos_scale", {})  # its moments (none before the first step)
+    for key in {"exp_avg", "exp_avg_sq"} & set(adam):
+        adam[key] = adam[key].reshape(shape)
+
+
 def load_model(ckpt_path, device="cpu"):
     """Rebuild the raw model of a checkpoint; returns (model, cfg, meta). Used by finetune_glue.py."""
     ckpt = read_checkpoint(ckpt_path)
@@ -387,12 +438,54 @@ def pick_device(name):
     return torch.device(name)
 
 
+def setup_distributed(cfg, device):
+    """(rank, world size, device) of this process. Under torchrun one process per device, all in one process group
+    (NCCL between GPUs, gloo between CPUs). --shard and --offload are checked here, where the devices are known."""
+    rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    if cfg.offload and device.type != "cuda":
+        raise CramError(f"--offload moves GPU shards to CPU memory; on --device {device.type} they are there "
+                        "already: drop --offload")
+    if cfg.shard and world < 2:
+        raise CramError("--shard splits the training state over the processes of torchrun: launch "
+                        "`torchrun --nproc_per_node N cram.py --shard ...` with N >= 2 devices, or drop --shard")
+    if world > 1:
+        if device.type == "cuda":
+            device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+            torch.cuda.set_device(device)
+        torch.distributed.init_process_group(backend="nccl" if device.type == "cuda" else "gloo",
+                                             device_id=device if device.type == "cuda" else None,
+                                             timeout=datetime.timedelta(minutes=30))  # a checkpoint to slow disks
+    return rank, world, device
+
+
+def wrap_model(model, cfg, device, world):
+    """The module that trains. One device: the model. Under torchrun, DDP: every rank holds all of the model and its
+    training state (16 bytes a parameter) and all-reduces the gradients. --shard, FSDP2 (ZeRO-3): every rank holds
+    1/world of the weights, gradients and Adam moments, and gathers a block's weights just before it runs (forward,
+    then backward), freed after it. In place: the optimizer, made after this, sees only this rank's shards."""
+    if world == 1:
+        return model
+    if not cfg.shard:  # no buffer to broadcast: pos_table and attn_bias are fixed
+        return torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[device] if device.type == "cuda" else None, broadcast_buffers=False,
+            gradient_as_bucket_view=True)  # no second copy of the gradients
+    from torch.distributed.fsdp import CPUOffloadPolicy, OffloadPolicy, fully_shard  # only for --shard: ~1 s
+    # FSDP2 shards no 0-dim tensor: the position scalar becomes a 1-vector, the same product (broadcast)
+    model.embed.pos_scale = nn.Parameter(model.embed.pos_scale.detach().reshape(1))
+    mesh = torch.distributed.init_device_mesh(device.type, (world,))
+    policy = CPUOffloadPolicy() if cfg.offload else OffloadPolicy()  # offload: the optimizer steps on the CPU
+    for block in model.blocks:
+        fully_shard(block, mesh=mesh, offload_policy=policy)
+    return fully_shard(model, mesh=mesh, offload_policy=policy)  # the rest: embedding (the tied decoder), norms
+
+
 @torch.no_grad()
-def evaluate(model, val, cfg, mask_id, vocab_size, amp):
+def evaluate(model, val, cfg, mask_id, vocab_size, amp, device):
     """Mean MLM loss on the first eval_seqs validation sequences, the same masks every time: (all predicted slots,
-    the [MASK] slots alone). The 10% that keep their token are easy: a copying model gets ~ln 2 there (notes)."""
+    the [MASK] slots alone). The 10% that keep their token are easy: a copying model gets ~ln 2 there (notes).
+    The batches go to `device`, not to the weights' device: under --offload the weights wait in CPU memory."""
     model.eval()
-    gen = torch.Generator(device=model.embed.tok.weight.device).manual_seed(1234)
+    gen = torch.Generator(device=device).manual_seed(1234)
     n, losses, shown = min(len(val), cfg.eval_seqs), [], []
     for start in range(0, n, cfg.micro_batch):
         ids = get_batch(val, start, min(cfg.micro_batch, n - start), gen.device)
@@ -417,8 +510,7 @@ def resume(path, cfg, meta, model, optimizer, scaler):
             if was.get(key) != now.get(key):
                 raise CramError(f"{path} was trained with {key}={was.get(key)} but this run has {now.get(key)}: use "
                                 "the same preset, flags and --data_dir, or another --out_dir")
-        model.load_state_dict(ckpt["model"])
-        optimizer.load_state_dict(ckpt["optimizer"])  # moves the Adam moments to the parameters' device
+        load_full_state(model, optimizer, ckpt["model"], ckpt["optimizer"], cfg.shard)  # whoever wrote it
         if ckpt["scaler"]:  # empty from a bf16 or CPU run: an fp16 GPU then starts its loss scale afresh
             scaler.load_state_dict(ckpt["scaler"])
         torch.set_rng_state(ckpt["rng"]["torch"])
@@ -450,6 +542,7 @@ def check_config(cfg):
         (cfg.eval_every > 0 and cfg.eval_seqs >= 1 and cfg.ckpt_every_min >= 0,
          "--eval_every must be > 0, --eval_seqs >= 1, --ckpt_every_min >= 0"),
         (cfg.compile in ("auto", "true", "false"), f"--compile must be auto, true or false (got {cfg.compile!r})"),
+        (cfg.shard or not cfg.offload, "--offload moves the shards of --shard to CPU memory: add --shard"),
     ]
     for ok, message in rules:
         if not ok:
@@ -458,14 +551,7 @@ def check_config(cfg):
 
 def train(cfg):
     check_config(cfg)
-    device = pick_device(cfg.device)
-    rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
-    if world > 1:  # launched by torchrun: one process per device, gradients averaged by DDP
-        torch.distributed.init_process_group(backend="nccl" if device.type == "cuda" else "gloo",
-                                             timeout=datetime.timedelta(minutes=30))  # a checkpoint to slow disks
-        if device.type == "cuda":
-            device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
-            torch.cuda.set_device(device)
+    rank, world, device = setup_distributed(cfg, pick_device(cfg.device))
     master = rank == 0
     if cfg.micro_batch * world > cfg.batch_size:  # one micro-batch per device is the smallest step
         raise CramError(f"--micro_batch {cfg.micro_batch} on {world} devices is {cfg.micro_batch * world} sequences a "
@@ -478,6 +564,7 @@ def train(cfg):
 
     torch.manual_seed(cfg.seed)
     model = CrammedBERT(cfg, vocab_size, T).to(device)
+    train_model = wrap_model(model, cfg, device, world)  # DDP, or FSDP2 in place: before the optimizer sees it
     optimizer = make_optimizer(model, cfg, device)
     dtype = amp_dtype(device)  # bf16 from Ampere on, fp16 with loss scaling before it, fp32 on the CPU and MPS
     scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
@@ -490,11 +577,6 @@ def train(cfg):
     elif os.path.exists(ckpt_path):
         raise CramError(f"{ckpt_path} already exists: pass --resume to continue it, or choose another --out_dir")
 
-    train_model = model
-    if world > 1:
-        train_model = torch.nn.parallel.DistributedDataParallel(  # no buffer to broadcast: pos_table is fixed
-            model, device_ids=[device] if device.type == "cuda" else None, broadcast_buffers=False,
-            gradient_as_bucket_view=True)  # no second copy of the gradients
     if cfg.compile == "true" or (cfg.compile == "auto" and device.type == "cuda"):
         train_model = torch.compile(train_model)  # static shapes: fixed micro-batch and fixed masked count
 
@@ -526,21 +608,24 @@ def train(cfg):
         + (f", micro-batch {old_micro} -> {cfg.micro_batch}" if cfg.resume and old_micro != cfg.micro_batch else ""))
 
     def save():  # the raw (uncompiled) weights, so cram.py and finetune_glue.py load them anywhere
+        weights, moments = full_state(model, optimizer, cfg.shard)  # under --shard every rank sends its shards
         if master:
             save_checkpoint(ckpt_path, {
-                "model": model.state_dict(), "optimizer": optimizer.state_dict(), "scaler": scaler.state_dict(),
+                "model": weights, "optimizer": moments, "scaler": scaler.state_dict(),
                 "step": step, "train_time": train_time, "data_pos": data_pos, "val_loss": val_loss,
                 "config": asdict(cfg), "meta": meta, "vocab_size": vocab_size, "seq_len": T,
                 "rng": {"torch": torch.get_rng_state()}, "info": run_info(device), "unigram_baseline": baseline})
 
-    def log_eval(t):  # runs outside the budget clock
-        loss, mask_loss = evaluate(model, val_data, cfg, mask_id, vocab_size, amp) if master else (math.nan, math.nan)
+    def log_eval(t):  # runs outside the budget clock. Rank 0 evaluates; under --shard every rank does the same work
+        # with it, as each block's forward gathers its weights from all ranks
+        loss, mask_loss = (evaluate(model, val_data, cfg, mask_id, vocab_size, amp, device) if master or cfg.shard
+                           else (math.nan, math.nan))
         log(f"eval  {step:6d} | val loss {loss:.4f} | {baseline - loss:+.3f} nats under unigram | [MASK] slots "
             f"{mask_loss:.4f} ({baseline - mask_loss:+.3f}) | budget {100 * t:5.1f}%", step=step, val_loss=loss,
             val_loss_mask=mask_loss, budget=t, train_time=train_time, tokens=data_pos * T, flops=data_pos * T * flops)
         return loss
 
-    stop = {}
+    stop, stopping = {}, False  # stopping: a signal on any rank, agreed on at the end of each step
     for sig in (signal.SIGINT, signal.SIGTERM):  # finish the step, save, exit: see the end of this function
         signal.signal(sig, lambda signum, frame: stop.setdefault("signal", signal.Signals(signum).name))
     gen = torch.Generator(device=device)
@@ -549,20 +634,15 @@ def train(cfg):
     # One loop, one shape: (evaluate / checkpoint, budget clock paused) -> check budget -> accumulate -> step -> log
     while True:
         t = progress()  # the budget clock runs only inside the step below: evaluation and checkpoints cost none
-        if next_eval <= t < 1:
+        if next_eval <= t < 1:  # all ranks decide alike: they share one clock (the end of the step)
             val_loss = log_eval(t)
             next_eval += cfg.eval_every
         if train_time - last_ckpt >= cfg.ckpt_every_min * 60 and t < 1:
             save()
             last_ckpt = train_time
-        if world > 1:  # one clock (batch size, lr, stop) and any signal for all ranks; the others wait in this
-            sync = torch.tensor([train_time, float("signal" in stop)], device=device, dtype=torch.float64)
-            torch.distributed.all_reduce(sync, op=torch.distributed.ReduceOp.MAX)  # all-reduce while rank 0 evaluates
-            train_time, stopping = sync.tolist()
-            t = progress()
-            if stopping:
-                stop.setdefault("signal", "a signal on another rank")
-        if t >= 1.0 or "signal" in stop:
+        if world > 1:  # the other ranks wait here, off the clock, while rank 0 evaluates or writes
+            torch.distributed.barrier()
+        if t >= 1.0 or stopping:
             break
 
         t0 = time.perf_counter()
@@ -577,15 +657,18 @@ def train(cfg):
             for micro in range(accum):  # this rank's slices of the step's rows
                 ids = get_batch(train_data, data_pos + micro * unit + rank * cfg.micro_batch, cfg.micro_batch, device)
                 inputs, positions, targets = mask_tokens(ids, mask_id, vocab_size, cfg.mask_rate, gen)
-                sync = world == 1 or micro == accum - 1  # DDP all-reduces the gradients of the last micro-batch
-                with contextlib.nullcontext() if sync else train_model.no_sync():
+                sync = world == 1 or micro == accum - 1  # gradients cross ranks after the step's last micro-batch
+                if cfg.shard:  # FSDP2's way: until then each rank sums whole gradients (4 bytes a parameter)
+                    model.set_requires_gradient_sync(sync)
+                with contextlib.nullcontext() if sync or cfg.shard else train_model.no_sync():  # DDP's way
                     with amp():
                         loss = train_model(inputs, positions, targets) / accum
                     scaler.scale(loss).backward()
                 loss_sum += loss.detach()
         except torch.OutOfMemoryError as e:  # keep the work done, and say which knob to turn
-            save()  # rank 0's state (on another rank, the last checkpoint is what there is)
-            where = f"saved at step {step}" if master else f"rank {rank}"
+            if not cfg.shard:  # rank 0's state; under --shard the other ranks wait in a gather: no checkpoint
+                save()
+            where = f"saved at step {step}" if master and not cfg.shard else f"rank {rank}"  # else: the last one
             raise CramError(f"out of memory with --micro_batch {cfg.micro_batch} ({str(e).split('. Including')[0]}; "
                             f"{where}): continue {ckpt_path} with --resume --micro_batch "
                             f"{max(1, cfg.micro_batch // 2)} (the batch target stays)") from None
@@ -607,23 +690,29 @@ def train(cfg):
         dt = time.perf_counter() - t0
         train_time += dt
         step += 1
+        stopping = "signal" in stop
+        if world > 1:  # one clock (batch size, lr, evaluation, checkpoints, stop) and any signal, for all ranks
+            sync = torch.tensor([train_time, float(stopping)], device=device, dtype=torch.float64)
+            torch.distributed.all_reduce(sync, op=torch.distributed.ReduceOp.MAX)
+            train_time, stopping = sync[0].item(), bool(sync[1])
         tok_s = batch * T / dt
         mfu = f"{100 * tok_s * flops / (peak * world):.1f}%" if peak else "n/a"
         log(f"step {step:6d} | loss {loss_val:.4f} | lr {lr:.2e} | batch {batch:5d} | tok/s {tok_s:9,.0f} | "
             f"mfu {mfu:>5} | budget {100 * progress():5.1f}%", step=step, loss=loss_val, lr=lr, batch=batch,
             tok_s=tok_s, budget=progress(), train_time=train_time, tokens=data_pos * T, flops=data_pos * T * flops)
 
-    if "signal" in stop:
-        save()
-        log(f"stopped by {stop['signal']} at step {step} ({100 * progress():.1f}% of budget); checkpoint saved "
-            f"to {ckpt_path}; continue with the same command plus --resume")
-        sys.exit(130)
-    val_loss = log_eval(progress())
+    if not stopping:  # a signal asks to leave soon: no final evaluation
+        val_loss = log_eval(progress())
     save()
+    if world > 1:  # all ranks wait for rank 0's checkpoint, then leave together
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
+    if stopping:
+        log(f"stopped by {stop.get('signal', 'a signal on another rank')} at step {step} ({100 * progress():.1f}% "
+            f"of budget); checkpoint saved to {ckpt_path}; continue with the same command plus --resume")
+        sys.exit(130)
     log(f"done: {step} steps, {data_pos * T:,} tokens, {train_time / 60:.1f} budget minutes; final val loss "
         f"{val_loss:.4f} vs unigram {baseline:.4f}; checkpoint {ckpt_path}")
-    if world > 1:
-        torch.distributed.destroy_process_group()
     return val_loss
 
 
