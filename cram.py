@@ -367,17 +367,18 @@ def damaged(path, e):  # a checkpoint cut short, not cram.py's, or with a field 
 
 def full_state(model, optimizer, sharded):
     """(weights, optimizer state) in the one format of every checkpoint, whoever wrote it: one device's state dicts,
-    the optimizer's keyed by parameter index. Under --shard gathered by torch.distributed.checkpoint from the ranks
-    (every rank must call this) to rank 0's CPU memory; the other ranks get ({}, {})."""
+    the optimizer's keyed by parameter index. Under --shard gathered by torch.distributed.checkpoint (DCP) from the
+    ranks to rank 0's CPU memory: every rank must call this, rank 0's result is the checkpoint."""
     if not sharded:
         return model.state_dict(), optimizer.state_dict()
     from torch.distributed.checkpoint import state_dict as dcp  # imported only for --shard: ~1 s at start-up
     options = dcp.StateDictOptions(full_state_dict=True, cpu_offload=True)
-    weights, moments = dcp.get_model_state_dict(model, options=options), dcp.get_optimizer_state_dict(
-        model, optimizer, options=options)  # the optimizer state keyed by parameter name
+    weights, moments = dcp.get_model_state_dict(model, options=options), optimizer.state_dict()
+    if optimizer.state:  # the moments, by name; none before the first step (DCP would make them by a step of lr 0,
+        by_name = dcp.get_optimizer_state_dict(model, optimizer, options=options)  # one more for Adam's count)
+        moments = by_name and rekey(by_name, {name: i for i, name in enumerate(param_names(model, optimizer))})
     if weights:  # rank 0
-        reshape_pos_scale(weights, moments, ())
-        moments = rekey(moments, {name: i for i, name in enumerate(param_names(model, optimizer))})
+        reshape_pos_scale(weights, moments, param_names(model, optimizer), ())
     return weights, moments
 
 
@@ -388,11 +389,14 @@ def load_full_state(model, optimizer, weights, moments, sharded):
         optimizer.load_state_dict(moments)  # moves the Adam moments to the parameters' device
         return
     from torch.distributed.checkpoint import state_dict as dcp
-    moments = rekey(moments, dict(enumerate(param_names(model, optimizer))))
-    reshape_pos_scale(weights, moments, (1,))
+    names = param_names(model, optimizer)
+    reshape_pos_scale(weights, moments, names, (1,))
     options = dcp.StateDictOptions(full_state_dict=True)  # every rank read the whole file
     dcp.set_model_state_dict(model, weights, options=options)
-    dcp.set_optimizer_state_dict(model, optimizer, moments, options=options)
+    if moments["state"]:
+        dcp.set_optimizer_state_dict(model, optimizer, rekey(moments, dict(enumerate(names))), options=options)
+    else:  # saved before the first step: no moments to shard (and DCP would make some, as in full_state)
+        optimizer.load_state_dict(moments)
 
 
 def param_names(model, optimizer):  # the optimizer's parameters by name, in the order that numbers them
@@ -405,10 +409,10 @@ def rekey(moments, key):  # optimizer state keyed by parameter index <-> by name
             "param_groups": [{**g, "params": [key[k] for k in g["params"]]} for g in moments["param_groups"]]}
 
 
-def reshape_pos_scale(weights, moments, shape):
+def reshape_pos_scale(weights, moments, names, shape):
     """FSDP2 shards no 0-dim tensor: under --shard the position scalar is a 1-vector (wrap_model), on disk a scalar."""
     weights["embed.pos_scale"] = weights["embed.pos_scale"].reshape(shape)
-    adam = moments["state"].get("embed.pos_scale", {})  # its moments (none before the first step)
+    adam = moments["state"].get(names.index("embed.pos_scale"), {})  # its moments (none before the first step)
     for key in {"exp_avg", "exp_avg_sq"} & set(adam):
         adam[key] = adam[key].reshape(shape)
 
