@@ -365,56 +365,27 @@ def damaged(path, e):  # a checkpoint cut short, not cram.py's, or with a field 
                      f"{' '.join(str(e).split())[:150]}): check the path, or train afresh in another --out_dir")
 
 
-def full_state(model, optimizer, sharded):
-    """(weights, optimizer state) in the one format of every checkpoint, whoever wrote it: one device's state dicts,
-    the optimizer's keyed by parameter index. Under --shard gathered by torch.distributed.checkpoint (DCP) from the
-    ranks to rank 0's CPU memory: every rank must call this, rank 0's result is the checkpoint."""
-    if not sharded:
-        return model.state_dict(), optimizer.state_dict()
+def full_state(model, optimizer):
+    """--shard: the weights and optimizer state of all ranks, gathered by DCP (every rank calls this) to rank 0's CPU
+    memory, in the format of every checkpoint: one device's state dicts, the optimizer's keyed by parameter index."""
     from torch.distributed.checkpoint import state_dict as dcp  # imported only for --shard: ~1 s at start-up
     options = dcp.StateDictOptions(full_state_dict=True, cpu_offload=True)
     weights, moments = dcp.get_model_state_dict(model, options=options), optimizer.state_dict()
-    if optimizer.state:  # the moments, by name; none before the first step (DCP would make them by a step of lr 0,
-        by_name = dcp.get_optimizer_state_dict(model, optimizer, options=options)  # one more for Adam's count)
-        moments = by_name and rekey(by_name, {name: i for i, name in enumerate(param_names(model, optimizer))})
-    if weights:  # rank 0
-        reshape_pos_scale(weights, moments, param_names(model, optimizer), ())
-    return weights, moments
+    if optimizer.state:  # none before the first step (DCP would make them by a step of lr 0: one more for Adam)
+        moments = dcp.get_optimizer_state_dict(model, optimizer, options=options)
+    return reformat(weights, moments, model, optimizer, ()) if weights else ({}, {})
 
 
-def load_full_state(model, optimizer, weights, moments, sharded):
-    """Load full_state's format into model and optimizer; under --shard every rank keeps its slice of each tensor."""
-    if not sharded:
-        model.load_state_dict(weights)
-        optimizer.load_state_dict(moments)  # moves the Adam moments to the parameters' device
-        return
-    from torch.distributed.checkpoint import state_dict as dcp
-    names = param_names(model, optimizer)
-    reshape_pos_scale(weights, moments, names, (1,))
-    options = dcp.StateDictOptions(full_state_dict=True)  # every rank read the whole file
-    dcp.set_model_state_dict(model, weights, options=options)
-    if moments["state"]:
-        dcp.set_optimizer_state_dict(model, optimizer, rekey(moments, dict(enumerate(names))), options=options)
-    else:  # saved before the first step: no moments to shard (and DCP would make some, as in full_state)
-        optimizer.load_state_dict(moments)
-
-
-def param_names(model, optimizer):  # the optimizer's parameters by name, in the order that numbers them
-    name = {p: n for n, p in model.named_parameters()}
-    return [name[p] for group in optimizer.param_groups for p in group["params"]]
-
-
-def rekey(moments, key):  # optimizer state keyed by parameter index <-> by name, key maps one to the other
-    return {"state": {key[k]: state for k, state in moments["state"].items()},
-            "param_groups": [{**g, "params": [key[k] for k in g["params"]]} for g in moments["param_groups"]]}
-
-
-def reshape_pos_scale(weights, moments, names, shape):
-    """FSDP2 shards no 0-dim tensor: under --shard the position scalar is a 1-vector (wrap_model), on disk a scalar."""
+def reformat(weights, moments, model, optimizer, shape):
+    """Checkpoint format <-> DCP's (--shard): Adam moments by index <-> by name, the position scalar () <-> (1,)."""
+    names = [n for g in optimizer.param_groups for p in g["params"] for n, q in model.named_parameters() if q is p]
+    key = dict(enumerate(names)) if shape else {n: i for i, n in enumerate(names)}
+    key |= {v: v for v in key.values()}  # a key already so stays: the optimizer's own state dict before step 1
+    pos = {"embed.pos_scale", names.index("embed.pos_scale")}  # the position scalar's key, by name or by index
     weights["embed.pos_scale"] = weights["embed.pos_scale"].reshape(shape)
-    adam = moments["state"].get(names.index("embed.pos_scale"), {})  # its moments (none before the first step)
-    for key in {"exp_avg", "exp_avg_sq"} & set(adam):
-        adam[key] = adam[key].reshape(shape)
+    return weights, {"state": {key[k]: {m: v.reshape(shape) if k in pos and m != "step" else v for m, v in s.items()}
+                               for k, s in moments["state"].items()},
+                     "param_groups": [{**g, "params": [key[k] for k in g["params"]]} for g in moments["param_groups"]]}
 
 
 def load_model(ckpt_path, device="cpu"):
@@ -442,54 +413,12 @@ def pick_device(name):
     return torch.device(name)
 
 
-def setup_distributed(cfg, device):
-    """(rank, world size, device) of this process. Under torchrun one process per device, all in one process group
-    (NCCL between GPUs, gloo between CPUs). --shard and --offload are checked here, where the devices are known."""
-    rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
-    if cfg.offload and device.type != "cuda":
-        raise CramError(f"--offload moves GPU shards to CPU memory; on --device {device.type} they are there "
-                        "already: drop --offload")
-    if cfg.shard and world < 2:
-        raise CramError("--shard splits the training state over the processes of torchrun: launch "
-                        "`torchrun --nproc_per_node N cram.py --shard ...` with N >= 2 devices, or drop --shard")
-    if world > 1:
-        if device.type == "cuda":
-            device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
-            torch.cuda.set_device(device)
-        torch.distributed.init_process_group(backend="nccl" if device.type == "cuda" else "gloo",
-                                             device_id=device if device.type == "cuda" else None,
-                                             timeout=datetime.timedelta(minutes=30))  # a checkpoint to slow disks
-    return rank, world, device
-
-
-def wrap_model(model, cfg, device, world):
-    """The module that trains. One device: the model. Under torchrun, DDP: every rank holds all of the model and its
-    training state (16 bytes a parameter) and all-reduces the gradients. --shard, FSDP2 (ZeRO-3): every rank holds
-    1/world of the weights, gradients and Adam moments, and gathers a block's weights just before it runs (forward,
-    then backward), freed after it. In place: the optimizer, made after this, sees only this rank's shards."""
-    if world == 1:
-        return model
-    if not cfg.shard:  # no buffer to broadcast: pos_table and attn_bias are fixed
-        return torch.nn.parallel.DistributedDataParallel(
-            model, device_ids=[device] if device.type == "cuda" else None, broadcast_buffers=False,
-            gradient_as_bucket_view=True)  # no second copy of the gradients
-    from torch.distributed.fsdp import CPUOffloadPolicy, OffloadPolicy, fully_shard  # only for --shard: ~1 s
-    # FSDP2 shards no 0-dim tensor: the position scalar becomes a 1-vector, the same product (broadcast)
-    model.embed.pos_scale = nn.Parameter(model.embed.pos_scale.detach().reshape(1))
-    mesh = torch.distributed.init_device_mesh(device.type, (world,))
-    policy = CPUOffloadPolicy() if cfg.offload else OffloadPolicy()  # offload: the optimizer steps on the CPU
-    for block in model.blocks:
-        fully_shard(block, mesh=mesh, offload_policy=policy)
-    return fully_shard(model, mesh=mesh, offload_policy=policy)  # the rest: embedding (the tied decoder), norms
-
-
 @torch.no_grad()
 def evaluate(model, val, cfg, mask_id, vocab_size, amp, device):
     """Mean MLM loss on the first eval_seqs validation sequences, the same masks every time: (all predicted slots,
-    the [MASK] slots alone). The 10% that keep their token are easy: a copying model gets ~ln 2 there (notes).
-    The batches go to `device`, not to the weights' device: under --offload the weights wait in CPU memory."""
+    the [MASK] slots alone). The 10% that keep their token are easy: a copying model gets ~ln 2 there (notes)."""
     model.eval()
-    gen = torch.Generator(device=device).manual_seed(1234)
+    gen = torch.Generator(device=device).manual_seed(1234)  # not the weights' device: --offload keeps them on the CPU
     n, losses, shown = min(len(val), cfg.eval_seqs), [], []
     for start in range(0, n, cfg.micro_batch):
         ids = get_batch(val, start, min(cfg.micro_batch, n - start), gen.device)
@@ -514,7 +443,17 @@ def resume(path, cfg, meta, model, optimizer, scaler):
             if was.get(key) != now.get(key):
                 raise CramError(f"{path} was trained with {key}={was.get(key)} but this run has {now.get(key)}: use "
                                 "the same preset, flags and --data_dir, or another --out_dir")
-        load_full_state(model, optimizer, ckpt["model"], ckpt["optimizer"], cfg.shard)  # whoever wrote it
+        weights, moments = ckpt["model"], ckpt["optimizer"]
+        if cfg.shard:  # whoever wrote the file (every rank read all of it), each rank keeps its slice of every tensor
+            from torch.distributed.checkpoint import state_dict as dcp
+            weights, moments = reformat(weights, moments, model, optimizer, (1,))
+            dcp.set_model_state_dict(model, weights, options=dcp.StateDictOptions(full_state_dict=True))
+        else:
+            model.load_state_dict(weights)
+        if cfg.shard and moments["state"]:  # none before the first step: nothing to shard (and see full_state)
+            dcp.set_optimizer_state_dict(model, optimizer, moments, options=dcp.StateDictOptions(full_state_dict=True))
+        else:
+            optimizer.load_state_dict(moments)  # moves the Adam moments to the parameters' device
         if ckpt["scaler"]:  # empty from a bf16 or CPU run: an fp16 GPU then starts its loss scale afresh
             scaler.load_state_dict(ckpt["scaler"])
         torch.set_rng_state(ckpt["rng"]["torch"])
@@ -546,7 +485,10 @@ def check_config(cfg):
         (cfg.eval_every > 0 and cfg.eval_seqs >= 1 and cfg.ckpt_every_min >= 0,
          "--eval_every must be > 0, --eval_seqs >= 1, --ckpt_every_min >= 0"),
         (cfg.compile in ("auto", "true", "false"), f"--compile must be auto, true or false (got {cfg.compile!r})"),
-        (cfg.shard or not cfg.offload, "--offload moves the shards of --shard to CPU memory: add --shard"),
+        (not cfg.offload or cfg.shard and cfg.device in ("auto", "cuda") and torch.cuda.is_available(),
+         "--offload moves the GPU shards of --shard to CPU memory: it needs --shard and a CUDA device"),
+        (not cfg.shard or int(os.environ.get("WORLD_SIZE", 1)) > 1, "--shard splits the training state over the "
+         "processes of torchrun: launch `torchrun --nproc_per_node N cram.py --shard ...` (N >= 2), or drop --shard"),
     ]
     for ok, message in rules:
         if not ok:
@@ -555,7 +497,15 @@ def check_config(cfg):
 
 def train(cfg):
     check_config(cfg)
-    rank, world, device = setup_distributed(cfg, pick_device(cfg.device))
+    device = pick_device(cfg.device)
+    rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    if world > 1:  # launched by torchrun: one process per device, gradients averaged by DDP (or sharded: --shard)
+        if device.type == "cuda":
+            device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+            torch.cuda.set_device(device)
+        torch.distributed.init_process_group(backend="nccl" if device.type == "cuda" else "gloo",
+                                             device_id=device if device.type == "cuda" else None,
+                                             timeout=datetime.timedelta(minutes=30))  # a checkpoint to slow disks
     master = rank == 0
     if cfg.micro_batch * world > cfg.batch_size:  # one micro-batch per device is the smallest step
         raise CramError(f"--micro_batch {cfg.micro_batch} on {world} devices is {cfg.micro_batch * world} sequences a "
@@ -568,7 +518,12 @@ def train(cfg):
 
     torch.manual_seed(cfg.seed)
     model = CrammedBERT(cfg, vocab_size, T).to(device)
-    train_model = wrap_model(model, cfg, device, world)  # DDP, or FSDP2 in place: before the optimizer sees it
+    if cfg.shard:  # FSDP2 (ZeRO-3), in place, before the optimizer: each rank keeps 1/world of every weight, its
+        from torch.distributed.fsdp import CPUOffloadPolicy, OffloadPolicy, fully_shard  # gradient and Adam moments
+        model.embed.pos_scale = nn.Parameter(model.embed.pos_scale.detach().reshape(1))  # it shards no 0-dim tensor
+        mesh = torch.distributed.init_device_mesh(device.type, (world,))  # --offload: shards in CPU memory, Adam too
+        for module in [*model.blocks, model]:  # each block's weights gathered just before it runs, then the rest's
+            fully_shard(module, mesh=mesh, offload_policy=CPUOffloadPolicy() if cfg.offload else OffloadPolicy())
     optimizer = make_optimizer(model, cfg, device)
     dtype = amp_dtype(device)  # bf16 from Ampere on, fp16 with loss scaling before it, fp32 on the CPU and MPS
     scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
@@ -581,6 +536,11 @@ def train(cfg):
     elif os.path.exists(ckpt_path):
         raise CramError(f"{ckpt_path} already exists: pass --resume to continue it, or choose another --out_dir")
 
+    train_model = model
+    if world > 1 and not cfg.shard:
+        train_model = torch.nn.parallel.DistributedDataParallel(  # no buffer to broadcast: pos_table is fixed
+            model, device_ids=[device] if device.type == "cuda" else None, broadcast_buffers=False,
+            gradient_as_bucket_view=True)  # no second copy of the gradients
     if cfg.compile == "true" or (cfg.compile == "auto" and device.type == "cuda"):
         train_model = torch.compile(train_model)  # static shapes: fixed micro-batch and fixed masked count
 
@@ -612,7 +572,7 @@ def train(cfg):
         + (f", micro-batch {old_micro} -> {cfg.micro_batch}" if cfg.resume and old_micro != cfg.micro_batch else ""))
 
     def save():  # the raw (uncompiled) weights, so cram.py and finetune_glue.py load them anywhere
-        weights, moments = full_state(model, optimizer, cfg.shard)  # under --shard every rank sends its shards
+        weights, moments = full_state(model, optimizer) if cfg.shard else (model.state_dict(), optimizer.state_dict())
         if master:
             save_checkpoint(ckpt_path, {
                 "model": weights, "optimizer": moments, "scaler": scaler.state_dict(),
@@ -620,8 +580,7 @@ def train(cfg):
                 "config": asdict(cfg), "meta": meta, "vocab_size": vocab_size, "seq_len": T,
                 "rng": {"torch": torch.get_rng_state()}, "info": run_info(device), "unigram_baseline": baseline})
 
-    def log_eval(t):  # runs outside the budget clock. Rank 0 evaluates; under --shard every rank does the same work
-        # with it, as each block's forward gathers its weights from all ranks
+    def log_eval(t):  # off the budget clock: rank 0 evaluates, under --shard with all ranks (a block gathers from all)
         loss, mask_loss = (evaluate(model, val_data, cfg, mask_id, vocab_size, amp, device) if master or cfg.shard
                            else (math.nan, math.nan))
         log(f"eval  {step:6d} | val loss {loss:.4f} | {baseline - loss:+.3f} nats under unigram | [MASK] slots "
@@ -698,15 +657,14 @@ def train(cfg):
         if world > 1:  # one clock (batch size, lr, evaluation, checkpoints, stop) and any signal, for all ranks
             sync = torch.tensor([train_time, float(stopping)], device=device, dtype=torch.float64)
             torch.distributed.all_reduce(sync, op=torch.distributed.ReduceOp.MAX)
-            train_time, stopping = sync[0].item(), bool(sync[1])
+            train_time, stopping = sync.tolist()
         tok_s = batch * T / dt
         mfu = f"{100 * tok_s * flops / (peak * world):.1f}%" if peak else "n/a"
         log(f"step {step:6d} | loss {loss_val:.4f} | lr {lr:.2e} | batch {batch:5d} | tok/s {tok_s:9,.0f} | "
             f"mfu {mfu:>5} | budget {100 * progress():5.1f}%", step=step, loss=loss_val, lr=lr, batch=batch,
             tok_s=tok_s, budget=progress(), train_time=train_time, tokens=data_pos * T, flops=data_pos * T * flops)
 
-    if not stopping:  # a signal asks to leave soon: no final evaluation
-        val_loss = log_eval(progress())
+    val_loss = val_loss if stopping else log_eval(progress())  # a signal asks to leave soon: no final evaluation
     save()
     if world > 1:  # all ranks wait for rank 0's checkpoint, then leave together
         torch.distributed.barrier()

@@ -20,9 +20,9 @@ import prepare  # noqa: E402
 # One micro-batch of 2 per rank at first, two later (the first of them without a gradient sync); the last block
 # narrow, so --narrow composes with --shard and both kinds of block run sharded; a clip that clips every step;
 # a checkpoint at every step, as the kill below needs, and before the first (no Adam moments yet: see full_state).
-FLAGS = ["--preset", "tiny", "--n_layer", "2", "--n_embd", "32", "--n_head", "2", "--ffn_hidden", "64", "--narrow", "1", "--micro_batch",
-         "2", "--batch_size", "8", "--max_steps", "12", "--eval_every", "0.5", "--grad_clip", "0.1",
-         "--ckpt_every_min", "0", "--device", "cpu"]
+FLAGS = ["--preset", "tiny", "--n_layer", "2", "--n_embd", "32", "--n_head", "2", "--ffn_hidden", "64", "--narrow",
+         "1", "--micro_batch", "2", "--batch_size", "8", "--max_steps", "12", "--eval_every", "0.5", "--grad_clip",
+         "0.1", "--ckpt_every_min", "0", "--device", "cpu"]
 
 # Run on every rank before cram.main: prints what this rank holds, and the gradients and norm of each clip.
 SPY = """
@@ -193,8 +193,8 @@ def test_resume_with_shard_loads_a_one_device_checkpoint_into_the_shards_unchang
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["--offload"], "--offload moves the shards of --shard to CPU memory: add --shard"),
-    (["--shard", "--offload"], "--offload moves GPU shards to CPU memory; on --device cpu they are there already"),
+    (["--offload"], "--offload moves the GPU shards of --shard to CPU memory: it needs --shard and a CUDA device"),
+    (["--shard", "--offload"], "--offload moves the GPU shards of --shard to CPU memory: it needs --shard and a CUDA"),
     (["--shard"], "--shard splits the training state over the processes of torchrun: launch `torchrun"),
 ])
 def test_bad_combinations_are_one_line_each_and_write_nothing(flags, message, runs, tmp_path):
