@@ -221,3 +221,13 @@ def test_evaluation_sends_its_batches_to_the_training_device_not_to_where_the_we
     loss, _ = cram.evaluate(Offloaded(), val, cfg, 4, 50, lambda: torch.autocast("cpu", enabled=False),
                             torch.device("cpu"))
     assert loss == pytest.approx(np.log(50))
+
+
+def test_bench_prints_the_memory_arithmetic_of_ddp_and_shard(capsys):
+    import bench
+    bench.main(["--memory"])
+    out = capsys.readouterr().out
+    n = 119_589_889  # the paper model (test_cram): 16 bytes a parameter under DDP; --shard on 8: 16/8 + 4 (the whole
+    assert f"119.6M parameters | 1 GPU, or DDP on any number: {16 * n / 1e9:.2f} GB" in out  # gradient, accumulating)
+    assert f"--shard on 8: 0.06 + 0.54 + 0.12 = {(16 / 8 + 4) * n / 1e9:.2f} GB" in out and "285.3M parameters" in out
+    assert "16 GB: DDP 0.81B parameters | --shard on 2 1.08B" in out  # (16 - 3) GB / 16 bytes, / (4 + 16 / 2) bytes
