@@ -4,8 +4,7 @@ Launch lines (run prepare.py first, it writes data/):
     python cram.py --preset tiny                          # CPU: a 2 x 128 BERT that learns in 5 minutes
     python cram.py --preset paper --budget_hours 24       # the paper: 16 layers, 24 h on one GPU
     python cram.py --preset paper --resume                # continue out/ckpt.pt where it stopped
-    torchrun --nproc_per_node 8 cram.py --preset paper    # several GPUs: the batch target stays global
-    torchrun --nproc_per_node 8 cram.py --shard ...       # a model too big for one GPU: ZeRO-3 through FSDP2
+    torchrun --nproc_per_node 8 cram.py --preset paper    # several GPUs: the batch target stays global; --shard: ZeRO-3
     python cram.py --help                                 # every field of Config, with its default
 
 The architecture (paper section 4.2, the final "crammed BERT"):
@@ -25,6 +24,7 @@ lr(t) = peak * min(0.25 + t, 4(1 - t)) with t the fraction of the time budget us
 import argparse
 import contextlib
 import datetime
+import gc
 import inspect
 import json
 import math
@@ -366,8 +366,7 @@ def damaged(path, e):  # a checkpoint cut short, not cram.py's, or with a field 
 
 
 def full_state(model, optimizer):
-    """--shard: the weights and optimizer state of all ranks, gathered by DCP (every rank calls this) to rank 0's CPU
-    memory, in the format of every checkpoint: one device's state dicts, the optimizer's keyed by parameter index."""
+    """--shard: the state of all ranks, gathered by DCP (each rank calls this) to rank 0's CPU, as one device's."""
     from torch.distributed.checkpoint import state_dict as dcp  # imported only for --shard: ~1 s at start-up
     options = dcp.StateDictOptions(full_state_dict=True, cpu_offload=True)
     weights, moments = dcp.get_model_state_dict(model, options=options), optimizer.state_dict()
@@ -443,17 +442,16 @@ def resume(path, cfg, meta, model, optimizer, scaler):
             if was.get(key) != now.get(key):
                 raise CramError(f"{path} was trained with {key}={was.get(key)} but this run has {now.get(key)}: use "
                                 "the same preset, flags and --data_dir, or another --out_dir")
-        weights, moments = ckpt["model"], ckpt["optimizer"]
         if cfg.shard:  # whoever wrote the file (every rank read all of it), each rank keeps its slice of every tensor
             from torch.distributed.checkpoint import state_dict as dcp
-            weights, moments = reformat(weights, moments, model, optimizer, (1,))
-            dcp.set_model_state_dict(model, weights, options=dcp.StateDictOptions(full_state_dict=True))
+            weights, moments = reformat(ckpt["model"], ckpt["optimizer"], model, optimizer, (1,))
+            dcp.set_state_dict(model, optimizer, model_state_dict=weights, optim_state_dict=moments,
+                               options=dcp.StateDictOptions(full_state_dict=True))
+            if not moments["state"]:  # saved before the first step: DCP made moments by a step of lr 0, Adam counts it
+                optimizer.state.clear()
         else:
-            model.load_state_dict(weights)
-        if cfg.shard and moments["state"]:  # none before the first step: nothing to shard (and see full_state)
-            dcp.set_optimizer_state_dict(model, optimizer, moments, options=dcp.StateDictOptions(full_state_dict=True))
-        else:
-            optimizer.load_state_dict(moments)  # moves the Adam moments to the parameters' device
+            model.load_state_dict(ckpt["model"])
+            optimizer.load_state_dict(ckpt["optimizer"])  # moves the Adam moments to the parameters' device
         if ckpt["scaler"]:  # empty from a bf16 or CPU run: an fp16 GPU then starts its loss scale afresh
             scaler.load_state_dict(ckpt["scaler"])
         torch.set_rng_state(ckpt["rng"]["torch"])
@@ -684,6 +682,8 @@ def main(argv=None):
         return train(cfg)
     except (CramError, OSError) as e:  # OSError: a full disk, no permission, an --out_dir that is a file
         sys.exit(f"cram.py: error: {e}" + ("" if isinstance(e, CramError) else ": check the path and the disk"))
+    finally:  # FSDP2's modules hold their process group in reference cycles: free them now, not as Python shuts down
+        gc.collect()  # (then gloo's threads may find no interpreter: an abort, 1 run in 12, notes)
 
 
 if __name__ == "__main__":
