@@ -203,6 +203,23 @@ def test_resume_with_shard_loads_a_one_device_checkpoint_into_the_shards_unchang
     assert curve(one)[1][-1] == before["val_loss"]  # the sharded evaluation of the same weights, to the last bit
 
 
+def test_a_file_saved_before_the_first_step_resumes_sharded_as_a_fresh_start(runs, tmp_path, monkeypatch):
+    tmp, _, _ = runs
+    class Crash(Exception):
+        pass
+    save_checkpoint = cram.save_checkpoint
+    def save_then_crash(path, state):  # the first checkpoint (step 0, no Adam moments yet), then a crash
+        save_checkpoint(path, state)
+        raise Crash
+    monkeypatch.setattr(cram, "save_checkpoint", save_then_crash)
+    with pytest.raises(Crash):
+        cram.main(["--data_dir", str(tmp / "data"), "--out_dir", str(tmp_path / "zero"), *FLAGS])
+    assert torch.load(tmp_path / "zero" / "ckpt.pt", weights_only=True)["optimizer"]["state"] == {}
+    p = torchrun(tmp / "data", tmp_path / "zero", 29546, "--shard", "--resume", patch="")
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert curve(tmp_path / "zero") == curve(tmp / "shard")  # DCP's moments of an lr-0 step would count in Adam
+
+
 @pytest.mark.parametrize("flags, message", [
     (["--offload"], "--offload moves the GPU shards of --shard to CPU memory: it needs --shard and a CUDA device"),
     (["--shard", "--offload"], "--offload moves the GPU shards of --shard to CPU memory: it needs --shard and a CUDA"),
