@@ -379,7 +379,7 @@ def reformat(weights, moments, model, optimizer, shape):
     """Checkpoint format <-> DCP's (--shard): Adam moments by index <-> by name, the position scalar () <-> (1,)."""
     names = [n for g in optimizer.param_groups for p in g["params"] for n, q in model.named_parameters() if q is p]
     key = dict(enumerate(names)) if shape else {n: i for i, n in enumerate(names)}
-    key |= {v: v for v in key.values()}  # a key already so stays: the optimizer's own state dict before step 1
+    key |= {v: v for v in key.values()}  # keys already so stay: before step 1 full_state passes the index form
     pos = {"embed.pos_scale", names.index("embed.pos_scale")}  # the position scalar's key, by name or by index
     weights["embed.pos_scale"] = weights["embed.pos_scale"].reshape(shape)
     return weights, {"state": {key[k]: {m: v.reshape(shape) if k in pos and m != "step" else v for m, v in s.items()}
