@@ -4,6 +4,7 @@
     python bench.py --preset paper --micro_batch 32 --rounds 3   # CPU: also the fp32 matmul ceiling, same run
     python bench.py --preset tiny --hf                           # + Hugging Face BertForMaskedLM, same shape
     python bench.py --preset paper --narrow 4,8,12               # + NarrowBERT: the last N blocks narrow, each N
+    python bench.py --memory                                     # per-GPU bytes of DDP and --shard, by arithmetic
 
 Every candidate runs in the precision train() would pick here (hardware.amp_dtype: bf16 from Ampere on, fp16
 before it, fp32 on a CPU), so a ratio compares code, not precisions; on a GPU each also gets its own peak memory.
@@ -104,6 +105,32 @@ def matmul(device, n=4096):
     return (lambda: a @ b), 2 * n ** 3
 
 
+def memory(pcie=25e9, reserved=3e9):
+    """Per-GPU bytes of the training state, by arithmetic: fp32 weights (4 bytes a parameter), gradients (4) and
+    AdamW's two moments (8); activations come on top. DDP holds all of them on every GPU; cram.py --shard holds
+    1/world of each, plus the whole gradient (4 bytes a parameter) that sums, unsharded, over a step's micro-batches
+    before the last (FSDP2's set_requires_gradient_sync). --offload moves the shards to CPU memory: each micro-batch
+    copies them to the GPU for its forward and again for its backward (PCIe: `pcie` bytes/s, 25e9 for 4.0 x16)."""
+    print(f"memory by arithmetic, not measured (GB = 1e9 bytes; PCIe at {pcie / 1e9:.0f} GB/s): weights + gradients + "
+          "Adam moments per GPU")
+    shapes = {"16 x 768 (paper)": {}, "24 x 1024": dict(n_layer=24, n_embd=1024, n_head=16, ffn_hidden=4096)}
+    for name, shape in shapes.items():
+        with torch.device("meta"):
+            n = sum(p.numel() for p in cram.CrammedBERT(replace(cram.Config(), **shape), 32768, 128).parameters())
+        print(f"{name}: {n / 1e6:.1f}M parameters | 1 GPU, or DDP on any number: {16 * n / 1e9:.2f} GB")
+        for world in (2, 4, 8):
+            weights, grads, adam = 4 * n / world, 4 * n / world + 4 * n, 8 * n / world
+            print(f"  --shard on {world}: {weights / 1e9:.2f} + {grads / 1e9:.2f} + {adam / 1e9:.2f} = "
+                  f"{(weights + grads + adam) / 1e9:.2f} GB, {4 * n / 1e9:.2f} of it the whole gradient | --offload: "
+                  f"{4 * n / 1e9:.2f} GB, {1e3 * 8 * n / world / pcie:.0f} ms of PCIe per micro-batch")
+    print(f"the largest model whose training state fits beside {reserved / 1e9:.0f} GB of CUDA context and allocator "
+          "(no room left for activations):")
+    for gb in (16, 24, 48, 80):
+        free = gb * 1e9 - reserved
+        print(f"  {gb} GB: DDP {free / 16 / 1e9:.2f}B parameters | --shard " +
+              ", ".join(f"on {w} {free / (4 + 16 / w) / 1e9:.2f}B" for w in (2, 4, 8)))
+
+
 def main(argv=None):
     hardware.safe_console()
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -120,7 +147,10 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=1, help="interleaved repetitions; medians are reported")
     p.add_argument("--hf", action="store_true", help="also time transformers' BertForMaskedLM (if installed)")
     p.add_argument("--narrow", default="", help="also time these NarrowBERT depths, e.g. 1 or 4,8,12 (cram --narrow)")
+    p.add_argument("--memory", action="store_true", help="print the memory arithmetic of DDP and --shard, and stop")
     args = p.parse_args(argv)
+    if args.memory:
+        return memory()
     cfg = cram.parse_config(["--preset", args.preset] + (["--micro_batch", str(args.micro_batch)]
                                                           if args.micro_batch is not None else []))
     cfg.batch_size = max(cfg.batch_size, cfg.micro_batch)  # bench times micro-batches, whatever the preset's target

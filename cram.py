@@ -4,7 +4,7 @@ Launch lines (run prepare.py first, it writes data/):
     python cram.py --preset tiny                          # CPU: a 2 x 128 BERT that learns in 5 minutes
     python cram.py --preset paper --budget_hours 24       # the paper: 16 layers, 24 h on one GPU
     python cram.py --preset paper --resume                # continue out/ckpt.pt where it stopped
-    torchrun --nproc_per_node 8 cram.py --preset paper    # several GPUs: the batch target stays global
+    torchrun --nproc_per_node 8 cram.py --preset paper    # several GPUs: the batch target stays global; --shard: ZeRO-3
     python cram.py --help                                 # every field of Config, with its default
 
 The architecture (paper section 4.2, the final "crammed BERT"):
@@ -24,6 +24,7 @@ lr(t) = peak * min(0.25 + t, 4(1 - t)) with t the fraction of the time budget us
 import argparse
 import contextlib
 import datetime
+import gc
 import inspect
 import json
 import math
@@ -85,6 +86,8 @@ class Config:
     # system
     device: str = "auto"          # "auto", "cuda", "cpu", "mps"
     compile: str = "auto"         # torch.compile: "auto" (on for CUDA, not on Windows), "true", "false"
+    shard: bool = False           # under torchrun: FSDP2 (ZeRO-3) splits weights, gradients, Adam moments over ranks
+    offload: bool = False         # with --shard on GPUs: the shards live in CPU memory (ZeRO-Offload), slower steps
     seed: int = 0                 # weights at init and masks (a pure function of seed and step)
 
 
@@ -363,6 +366,28 @@ def damaged(path, e):  # a checkpoint cut short, not cram.py's, or with a field 
                      f"{' '.join(str(e).split())[:150]}): check the path, or train afresh in another --out_dir")
 
 
+def full_state(model, optimizer):
+    """--shard: the state of all ranks, gathered by DCP (each rank calls this) to rank 0's CPU, as one device's."""
+    from torch.distributed.checkpoint import state_dict as dcp  # imported only for --shard: ~1 s at start-up
+    options = dcp.StateDictOptions(full_state_dict=True, cpu_offload=True)
+    weights, moments = dcp.get_model_state_dict(model, options=options), optimizer.state_dict()
+    if optimizer.state:  # none before the first step (DCP would make them by a step of lr 0: one more for Adam)
+        moments = dcp.get_optimizer_state_dict(model, optimizer, options=options)
+    return reformat(weights, moments, model, optimizer, ()) if weights else ({}, {})
+
+
+def reformat(weights, moments, model, optimizer, shape):
+    """Checkpoint format <-> DCP's (--shard): Adam moments by index <-> by name, the position scalar () <-> (1,)."""
+    names = [n for g in optimizer.param_groups for p in g["params"] for n, q in model.named_parameters() if q is p]
+    key = dict(enumerate(names)) if shape else {n: i for i, n in enumerate(names)}
+    key |= {v: v for v in key.values()}  # keys already so stay: before step 1 full_state passes the index form
+    pos = {"embed.pos_scale", names.index("embed.pos_scale")}  # the position scalar's key, by name or by index
+    weights["embed.pos_scale"] = weights["embed.pos_scale"].reshape(shape)
+    return weights, {"state": {key[k]: {m: v.reshape(shape) if k in pos and m != "step" else v for m, v in s.items()}
+                               for k, s in moments["state"].items()},
+                     "param_groups": [{**g, "params": [key[k] for k in g["params"]]} for g in moments["param_groups"]]}
+
+
 def load_model(ckpt_path, device="cpu"):
     """Rebuild the raw model of a checkpoint; returns (model, cfg, meta). Used by finetune_glue.py. Not a file: the
     paper's released folder, or its hub name JonasGeiping/crammed-bert (official.py; meta["folder"] is where it is)."""
@@ -393,11 +418,11 @@ def pick_device(name):
 
 
 @torch.no_grad()
-def evaluate(model, val, cfg, mask_id, vocab_size, amp):
+def evaluate(model, val, cfg, mask_id, vocab_size, amp, device):
     """Mean MLM loss on the first eval_seqs validation sequences, the same masks every time: (all predicted slots,
     the [MASK] slots alone). The 10% that keep their token are easy: a copying model gets ~ln 2 there (notes)."""
     model.eval()
-    gen = torch.Generator(device=model.embed.tok.weight.device).manual_seed(1234)
+    gen = torch.Generator(device=device).manual_seed(1234)  # not the weights' device: --offload keeps them on the CPU
     n, losses, shown = min(len(val), cfg.eval_seqs), [], []
     for start in range(0, n, cfg.micro_batch):
         ids = get_batch(val, start, min(cfg.micro_batch, n - start), gen.device)
@@ -422,8 +447,16 @@ def resume(path, cfg, meta, model, optimizer, scaler):
             if was.get(key) != now.get(key):
                 raise CramError(f"{path} was trained with {key}={was.get(key)} but this run has {now.get(key)}: use "
                                 "the same preset, flags and --data_dir, or another --out_dir")
-        model.load_state_dict(ckpt["model"])
-        optimizer.load_state_dict(ckpt["optimizer"])  # moves the Adam moments to the parameters' device
+        if cfg.shard:  # whoever wrote the file (every rank read all of it), each rank keeps its slice of every tensor
+            from torch.distributed.checkpoint import state_dict as dcp
+            weights, moments = reformat(ckpt["model"], ckpt["optimizer"], model, optimizer, (1,))
+            dcp.set_state_dict(model, optimizer, model_state_dict=weights, optim_state_dict=moments,
+                               options=dcp.StateDictOptions(full_state_dict=True))
+            if not moments["state"]:  # saved before the first step: DCP made moments by a step of lr 0, Adam counts it
+                optimizer.state.clear()
+        else:
+            model.load_state_dict(ckpt["model"])
+            optimizer.load_state_dict(ckpt["optimizer"])  # moves the Adam moments to the parameters' device
         if ckpt["scaler"]:  # empty from a bf16 or CPU run: an fp16 GPU then starts its loss scale afresh
             scaler.load_state_dict(ckpt["scaler"])
         torch.set_rng_state(ckpt["rng"]["torch"])
@@ -455,6 +488,10 @@ def check_config(cfg):
         (cfg.eval_every > 0 and cfg.eval_seqs >= 1 and cfg.ckpt_every_min >= 0,
          "--eval_every must be > 0, --eval_seqs >= 1, --ckpt_every_min >= 0"),
         (cfg.compile in ("auto", "true", "false"), f"--compile must be auto, true or false (got {cfg.compile!r})"),
+        (not cfg.offload or cfg.shard and cfg.device in ("auto", "cuda") and torch.cuda.is_available(),
+         "--offload moves the GPU shards of --shard to CPU memory: it needs --shard and a CUDA device"),
+        (not cfg.shard or int(os.environ.get("WORLD_SIZE", 1)) > 1, "--shard splits the training state over the "
+         "processes of torchrun: launch `torchrun --nproc_per_node N cram.py --shard ...` (N >= 2), or drop --shard"),
     ]
     for ok, message in rules:
         if not ok:
@@ -465,12 +502,13 @@ def train(cfg):
     check_config(cfg)
     device = pick_device(cfg.device)
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
-    if world > 1:  # launched by torchrun: one process per device, gradients averaged by DDP
-        torch.distributed.init_process_group(backend="nccl" if device.type == "cuda" else "gloo",
-                                             timeout=datetime.timedelta(minutes=30))  # a checkpoint to slow disks
+    if world > 1:  # launched by torchrun: one process per device, gradients averaged by DDP (or sharded: --shard)
         if device.type == "cuda":
             device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
             torch.cuda.set_device(device)
+        torch.distributed.init_process_group(backend="nccl" if device.type == "cuda" else "gloo",
+                                             device_id=device if device.type == "cuda" else None,
+                                             timeout=datetime.timedelta(minutes=30))  # a checkpoint to slow disks
     master = rank == 0
     if cfg.micro_batch * world > cfg.batch_size:  # one micro-batch per device is the smallest step
         raise CramError(f"--micro_batch {cfg.micro_batch} on {world} devices is {cfg.micro_batch * world} sequences a "
@@ -483,6 +521,12 @@ def train(cfg):
 
     torch.manual_seed(cfg.seed)
     model = CrammedBERT(cfg, vocab_size, T).to(device)
+    if cfg.shard:  # FSDP2 (ZeRO-3), in place, before the optimizer: each rank keeps 1/world of every weight, its
+        from torch.distributed.fsdp import CPUOffloadPolicy, OffloadPolicy, fully_shard  # gradient and Adam moments
+        model.embed.pos_scale = nn.Parameter(model.embed.pos_scale.detach().reshape(1))  # it shards no 0-dim tensor
+        mesh = torch.distributed.init_device_mesh(device.type, (world,))  # --offload: shards in CPU memory, Adam too
+        for module in [*model.blocks, model]:  # each block's weights gathered just before it runs, then the rest's
+            fully_shard(module, mesh=mesh, offload_policy=CPUOffloadPolicy() if cfg.offload else OffloadPolicy())
     optimizer = make_optimizer(model, cfg, device)
     dtype = amp_dtype(device)  # bf16 from Ampere on, fp16 with loss scaling before it, fp32 on the CPU and MPS
     scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
@@ -496,7 +540,7 @@ def train(cfg):
         raise CramError(f"{ckpt_path} already exists: pass --resume to continue it, or choose another --out_dir")
 
     train_model = model
-    if world > 1:
+    if world > 1 and not cfg.shard:
         train_model = torch.nn.parallel.DistributedDataParallel(  # no buffer to broadcast: pos_table is fixed
             model, device_ids=[device] if device.type == "cuda" else None, broadcast_buffers=False,
             gradient_as_bucket_view=True)  # no second copy of the gradients
@@ -531,21 +575,23 @@ def train(cfg):
         + (f", micro-batch {old_micro} -> {cfg.micro_batch}" if cfg.resume and old_micro != cfg.micro_batch else ""))
 
     def save():  # the raw (uncompiled) weights, so cram.py and finetune_glue.py load them anywhere
+        weights, moments = full_state(model, optimizer) if cfg.shard else (model.state_dict(), optimizer.state_dict())
         if master:
             save_checkpoint(ckpt_path, {
-                "model": model.state_dict(), "optimizer": optimizer.state_dict(), "scaler": scaler.state_dict(),
+                "model": weights, "optimizer": moments, "scaler": scaler.state_dict(),
                 "step": step, "train_time": train_time, "data_pos": data_pos, "val_loss": val_loss,
                 "config": asdict(cfg), "meta": meta, "vocab_size": vocab_size, "seq_len": T,
                 "rng": {"torch": torch.get_rng_state()}, "info": run_info(device), "unigram_baseline": baseline})
 
-    def log_eval(t):  # runs outside the budget clock
-        loss, mask_loss = evaluate(model, val_data, cfg, mask_id, vocab_size, amp) if master else (math.nan, math.nan)
+    def log_eval(t):  # off the budget clock: rank 0 evaluates, under --shard with all ranks (a block gathers from all)
+        loss, mask_loss = (evaluate(model, val_data, cfg, mask_id, vocab_size, amp, device) if master or cfg.shard
+                           else (math.nan, math.nan))
         log(f"eval  {step:6d} | val loss {loss:.4f} | {baseline - loss:+.3f} nats under unigram | [MASK] slots "
             f"{mask_loss:.4f} ({baseline - mask_loss:+.3f}) | budget {100 * t:5.1f}%", step=step, val_loss=loss,
             val_loss_mask=mask_loss, budget=t, train_time=train_time, tokens=data_pos * T, flops=data_pos * T * flops)
         return loss
 
-    stop = {}
+    stop, stopping = {}, False  # stopping: a signal on any rank, agreed on at the end of each step
     # Ctrl+C, kill, and Windows' Ctrl+Break: finish the step, save, exit (see the end of this function)
     for sig in {signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGBREAK", signal.SIGINT)}:
         signal.signal(sig, lambda signum, frame: stop.setdefault("signal", signal.Signals(signum).name))
@@ -555,20 +601,15 @@ def train(cfg):
     # One loop, one shape: (evaluate / checkpoint, budget clock paused) -> check budget -> accumulate -> step -> log
     while True:
         t = progress()  # the budget clock runs only inside the step below: evaluation and checkpoints cost none
-        if next_eval <= t < 1:
+        if next_eval <= t < 1:  # all ranks decide alike: they share one clock (the end of the step)
             val_loss = log_eval(t)
             next_eval += cfg.eval_every
         if train_time - last_ckpt >= cfg.ckpt_every_min * 60 and t < 1:
             save()
             last_ckpt = train_time
-        if world > 1:  # one clock (batch size, lr, stop) and any signal for all ranks; the others wait in this
-            sync = torch.tensor([train_time, float("signal" in stop)], device=device, dtype=torch.float64)
-            torch.distributed.all_reduce(sync, op=torch.distributed.ReduceOp.MAX)  # all-reduce while rank 0 evaluates
-            train_time, stopping = sync.tolist()
-            t = progress()
-            if stopping:
-                stop.setdefault("signal", "a signal on another rank")
-        if t >= 1.0 or "signal" in stop:
+        if world > 1:  # the other ranks wait here, off the clock, while rank 0 evaluates or writes
+            torch.distributed.barrier()
+        if t >= 1.0 or stopping:
             break
 
         t0 = time.perf_counter()
@@ -583,15 +624,18 @@ def train(cfg):
             for micro in range(accum):  # this rank's slices of the step's rows
                 ids = get_batch(train_data, data_pos + micro * unit + rank * cfg.micro_batch, cfg.micro_batch, device)
                 inputs, positions, targets = mask_tokens(ids, mask_id, vocab_size, cfg.mask_rate, gen)
-                sync = world == 1 or micro == accum - 1  # DDP all-reduces the gradients of the last micro-batch
-                with contextlib.nullcontext() if sync else train_model.no_sync():
+                sync = world == 1 or micro == accum - 1  # gradients cross ranks after the step's last micro-batch
+                if cfg.shard:  # FSDP2's way: until then each rank sums whole gradients (4 bytes a parameter)
+                    model.set_requires_gradient_sync(sync)
+                with contextlib.nullcontext() if sync or cfg.shard else train_model.no_sync():  # DDP's way
                     with amp():
                         loss = train_model(inputs, positions, targets) / accum
                     scaler.scale(loss).backward()
                 loss_sum += loss.detach()
         except torch.OutOfMemoryError as e:  # keep the work done, and say which knob to turn
-            save()  # rank 0's state (on another rank, the last checkpoint is what there is)
-            where = f"saved at step {step}" if master else f"rank {rank}"
+            if not cfg.shard:  # rank 0's state; under --shard the other ranks wait in a gather: no checkpoint
+                save()
+            where = f"saved at step {step}" if master and not cfg.shard else f"rank {rank}"  # else: the last one
             raise CramError(f"out of memory with --micro_batch {cfg.micro_batch} ({str(e).split('. Including')[0]}; "
                             f"{where}): continue {ckpt_path} with --resume --micro_batch "
                             f"{max(1, cfg.micro_batch // 2)} (the batch target stays)") from None
@@ -613,23 +657,28 @@ def train(cfg):
         dt = time.perf_counter() - t0
         train_time += dt
         step += 1
+        stopping = "signal" in stop
+        if world > 1:  # one clock (batch size, lr, evaluation, checkpoints, stop) and any signal, for all ranks
+            sync = torch.tensor([train_time, float(stopping)], device=device, dtype=torch.float64)
+            torch.distributed.all_reduce(sync, op=torch.distributed.ReduceOp.MAX)
+            train_time, stopping = sync.tolist()
         tok_s = batch * T / dt
         mfu = f"{100 * tok_s * flops / (peak * world):.1f}%" if peak else "n/a"
         log(f"step {step:6d} | loss {loss_val:.4f} | lr {lr:.2e} | batch {batch:5d} | tok/s {tok_s:9,.0f} | "
             f"mfu {mfu:>5} | budget {100 * progress():5.1f}%", step=step, loss=loss_val, lr=lr, batch=batch,
             tok_s=tok_s, budget=progress(), train_time=train_time, tokens=data_pos * T, flops=data_pos * T * flops)
 
-    if "signal" in stop:
-        save()
-        log(f"stopped by {stop['signal']} at step {step} ({100 * progress():.1f}% of budget); checkpoint saved "
-            f"to {ckpt_path}; continue with the same command plus --resume")
-        sys.exit(130)
-    val_loss = log_eval(progress())
+    val_loss = val_loss if stopping else log_eval(progress())  # a signal asks to leave soon: no final evaluation
     save()
+    if world > 1:  # all ranks wait for rank 0's checkpoint, then leave together
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
+    if stopping:
+        log(f"stopped by {stop.get('signal', 'a signal on another rank')} at step {step} ({100 * progress():.1f}% "
+            f"of budget); checkpoint saved to {ckpt_path}; continue with the same command plus --resume")
+        sys.exit(130)
     log(f"done: {step} steps, {data_pos * T:,} tokens, {train_time / 60:.1f} budget minutes; final val loss "
         f"{val_loss:.4f} vs unigram {baseline:.4f}; checkpoint {ckpt_path}")
-    if world > 1:
-        torch.distributed.destroy_process_group()
     return val_loss
 
 
@@ -640,6 +689,8 @@ def main(argv=None):
         return train(cfg)
     except (CramError, OSError) as e:  # OSError: a full disk, no permission, an --out_dir that is a file
         sys.exit(f"cram.py: error: {e}" + ("" if isinstance(e, CramError) else ": check the path and the disk"))
+    finally:  # FSDP2's modules hold their process group in reference cycles: free them now, not as Python shuts down
+        gc.collect()  # (then gloo's threads may find no interpreter: an abort, 1 run in 12, notes)
 
 
 if __name__ == "__main__":

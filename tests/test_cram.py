@@ -218,7 +218,8 @@ def test_evaluation_reports_the_mask_slots_apart_from_the_easy_kept_ones():
 
     val = np.random.default_rng(0).integers(5, V, size=(8, 128)).astype(np.uint16)
     cfg = Config(**{**TINY, "micro_batch": 4, "eval_seqs": 8})
-    loss, mask_loss = cram.evaluate(Copier(), val, cfg, 4, V, lambda: torch.autocast("cpu", enabled=False))
+    loss, mask_loss = cram.evaluate(Copier(), val, cfg, 4, V, lambda: torch.autocast("cpu", enabled=False),
+                                    torch.device("cpu"))
     wrong = math.log(math.exp(10) + V - 1)  # CE of a confident wrong guess: every [MASK] slot
     assert mask_loss == pytest.approx(wrong, rel=1e-5)
     assert loss < 0.95 * mask_loss  # the 3 kept slots of 32 cost ~0
