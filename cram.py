@@ -13,8 +13,7 @@ The architecture (paper section 4.2, the final "crammed BERT"):
 - gated-GELU feed-forward: Linear d -> 4d, split into (x, gate), GELU(gate) * x, Linear 2d -> d
 - positions: a fixed sin/cos table times ONE learnable scalar (init 1/sqrt(d)); no token-type embedding
 - embedding LayerNorm; decoder tied to the token embedding, no decoder bias, no head transform
-- sparse prediction: the vocabulary projection runs only on the masked positions (a fixed count per batch)
-- dropout off for pretraining (on for fine-tuning)
+- sparse prediction: the vocabulary projection runs only on the masked positions; dropout off (on for fine-tuning)
 - the loss inside the compiled model; bf16 autocast from Ampere on, fp16 + GradScaler before it (amp_dtype)
 - tiny CPU preset only: a fixed local attention bias -slope*|i - j| (ALiBi, Press et al. 2022); docs/notes.md
 The recipe (section 4.3, with the reference code's final values: RECIPE.md): MLM at 25% (80/10/10), AdamW,
@@ -335,8 +334,7 @@ def lr_at(t, peak):
 def batch_size_at(t, unit, target, ramp_until=0.6):
     """Sequences per step: linear in t from one unit (micro-batch x devices) to target at ramp_until, in units."""
     frac = min(max(t, 0.0) / ramp_until, 1.0) if ramp_until > 0 else 1.0
-    units = round((unit + frac * (target - unit)) / unit)
-    return max(1, units) * unit
+    return max(1, round((unit + frac * (target - unit)) / unit)) * unit
 
 
 def save_checkpoint(path, state):
@@ -475,15 +473,13 @@ def check_config(cfg):
          f"--n_layer and --n_head must be >= 1, --n_embd {cfg.n_embd} even (sin/cos pairs) and split into "
          f"{cfg.n_head} equal heads"),
         (0 <= cfg.narrow < cfg.n_layer, f"--narrow must be in [0, --n_layer {cfg.n_layer}): a wide block first"),
-        (cfg.ffn_hidden >= 2 and cfg.ffn_hidden % 2 == 0,
-         f"--ffn_hidden {cfg.ffn_hidden} must be even (the GLU halves it)"),
+        (cfg.ffn_hidden >= 2 and cfg.ffn_hidden % 2 == 0, f"--ffn_hidden {cfg.ffn_hidden} must be even: GLU halves it"),
         (0 < cfg.mask_rate < 1, f"--mask_rate must be between 0 and 1 (got {cfg.mask_rate})"),
         (0 <= cfg.dropout < 1 and 0 <= cfg.local_bias < math.inf and (cfg.local_bias == 0 or cfg.n_head >= 2),
          "--dropout must be in [0, 1), --local_bias >= 0, finite and with >= 2 heads (the last one has none)"),
         (0 <= cfg.beta1 < 1 and 0 <= cfg.beta2 < 1 and cfg.adam_eps >= 0 and cfg.weight_decay >= 0,
          "--beta1 and --beta2 must be in [0, 1), --adam_eps and --weight_decay >= 0"),
-        (1 <= cfg.micro_batch <= cfg.batch_size,
-         f"--micro_batch {cfg.micro_batch} must be between 1 and --batch_size {cfg.batch_size}"),
+        (1 <= cfg.micro_batch <= cfg.batch_size, f"--micro_batch {cfg.micro_batch} must be in [1, --batch_size]"),
         (0 <= cfg.ramp_until <= 1 and cfg.max_steps >= 0, "--ramp_until must be in [0, 1], --max_steps >= 0"),
         (cfg.eval_every > 0 and cfg.eval_seqs >= 1 and cfg.ckpt_every_min >= 0,
          "--eval_every must be > 0, --eval_seqs >= 1, --ckpt_every_min >= 0"),
@@ -493,9 +489,8 @@ def check_config(cfg):
         (not cfg.shard or int(os.environ.get("WORLD_SIZE", 1)) > 1, "--shard splits the training state over the "
          "processes of torchrun: launch `torchrun --nproc_per_node N cram.py --shard ...` (N >= 2), or drop --shard"),
     ]
-    for ok, message in rules:
-        if not ok:
-            raise CramError(message)
+    if message := next((message for ok, message in rules if not ok), None):
+        raise CramError(message)
 
 
 def train(cfg):
@@ -506,7 +501,7 @@ def train(cfg):
         if device.type == "cuda":
             device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
             torch.cuda.set_device(device)
-        torch.distributed.init_process_group(backend="nccl" if device.type == "cuda" else "gloo",
+        torch.distributed.init_process_group(backend="nccl" if device.type == "cuda" and os.name != "nt" else "gloo",
                                              device_id=device if device.type == "cuda" else None,
                                              timeout=datetime.timedelta(minutes=30))  # a checkpoint to slow disks
     master = rank == 0
@@ -549,8 +544,7 @@ def train(cfg):
 
     peak, flops = device_peak_flops(device), flops_per_token(model, cfg, T)  # MFU in the step lines
     progress = (lambda: step / cfg.max_steps) if cfg.max_steps > 0 else (lambda: train_time / cfg.budget_hours / 3600)
-    log_file = metrics_file = None
-    if master:
+    if master:  # rank 0 alone writes the logs (log() below) and the checkpoint
         os.makedirs(cfg.out_dir, exist_ok=True)
         for name in ("meta.json", meta.get("tokenizer_file") or ""):  # finetune_glue.py finds them beside ckpt.pt
             if name and os.path.exists(os.path.join(cfg.data_dir, name)):
@@ -591,9 +585,8 @@ def train(cfg):
             val_loss_mask=mask_loss, budget=t, train_time=train_time, tokens=data_pos * T, flops=data_pos * T * flops)
         return loss
 
-    stop, stopping = {}, False  # stopping: a signal on any rank, agreed on at the end of each step
-    # Ctrl+C, kill, and Windows' Ctrl+Break: finish the step, save, exit (see the end of this function)
-    for sig in {signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGBREAK", signal.SIGINT)}:
+    stop, stopping = {}, False  # Ctrl+C, kill, Windows' Ctrl+Break: finish the step, save, exit (the end of train)
+    for sig in {signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGBREAK", signal.SIGINT)}:  # stopping: on any rank
         signal.signal(sig, lambda signum, frame: stop.setdefault("signal", signal.Signals(signum).name))
     gen = torch.Generator(device=device)
     next_eval = (math.floor(progress() / cfg.eval_every) + 1) * cfg.eval_every

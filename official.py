@@ -188,7 +188,8 @@ def find_folder(path):
     """A local folder, or a hub name (owner/name, not a local path) downloaded into huggingface_hub's cache."""
     if os.path.isdir(path):
         return Path(path)
-    if os.path.exists(path) or not HUB_NAME.fullmatch(path) or path.endswith(".pt"):
+    local = os.path.exists(path) or path.endswith(".pt") or os.path.isdir(path.split("/")[0])  # a path, not a name
+    if local or not HUB_NAME.fullmatch(path):
         raise CramError(f"no checkpoint at {path}: check the path, or train one first (or give the paper's model "
                         "folder, e.g. a clone of https://huggingface.co/JonasGeiping/crammed-bert)")
     by_hand = (f"git clone https://huggingface.co/{path} (with git-lfs), or hf download {path} --local-dir "
