@@ -184,7 +184,7 @@ def assert_computes_the_official_function(folder, expected):
         logits = hidden @ model.embed.tok.weight.T                                         # (3, T, 1024)
     # float32 rounding: the official code sums in another order (bmm then * norm_factor vs SDPA; its sin/cos table
     # from exp(-log(10000) k/C) vs our pow), measured 1.4e-6 on |hidden| up to 4.5 (a few float32 ulps) and 2.4e-7 on
-    # the logits; a wrong map, head layout, norm or position scale is off by 0.3 or more (docs/notes_issue33.md).
+    # the logits; a wrong map, head layout, norm or position scale is off by 0.3 or more (docs/notes.md, 2026-11-24 20:40).
     torch.testing.assert_close(hidden, expected["hidden"], rtol=0, atol=1e-5)
     torch.testing.assert_close(logits, expected["logits"], rtol=0, atol=1e-5)
 
