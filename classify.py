@@ -15,6 +15,7 @@ import argparse
 import csv
 import io
 import json
+import math
 import os
 import re
 import shutil
@@ -29,7 +30,7 @@ from cram import Config, CramError, CrammedBERT, pick_device
 from hardware import safe_console
 from finetune_glue import GlueModel, decide, encode, predict
 from prepare import load_tokenizer
-from tasks import Split, Task, compute_metrics, read_split, read_table
+from tasks import METRICS, Split, Task, compute_metrics, read_split, read_table
 
 FORMAT = "cram-classifier/1"  # classifier.json's "format": what marks a folder as one of ours
 TOKENIZER_FILES = ("meta.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
@@ -43,10 +44,15 @@ def check_save_dir(path, tasks):
     if len(tasks) != 1:
         raise CramError(f"--save_model keeps one task's classifier, but {len(tasks)} tasks would run: name one with "
                         "--tasks, or use --train_file")
-    folder = Path(path)
+    folder = Path(path).resolve()
+    if folder in (Path.cwd(), *Path.cwd().parents) or folder.parent == folder:
+        raise CramError(f"--save_model {path} is the folder you are in, or holds it: name a folder of its own, e.g. "
+                        "models/mine")
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir()) and not is_classifier(folder)):
         raise CramError(f"--save_model {path} holds something that is not a saved classifier: choose a new or empty "
                         "folder (a folder it did not write is never overwritten)")
+    if is_classifier(folder):
+        print(f"note: --save_model {path} holds a saved classifier: the new one will replace it")
 
 
 def is_classifier(folder):
@@ -59,7 +65,7 @@ def is_classifier(folder):
 def save_classifier(path, task, keep, cfg, tok, args):
     """The median seed's classifier as a folder: model.pt, classifier.json and the tokenizer files. Built beside the
     destination and swapped in whole: a crash leaves the previous classifier (or none), never half of one."""
-    folder = Path(path)
+    folder = Path(path).resolve()
     stage, old = (folder.with_name(f"{folder.name}.{kind}-{os.getpid()}") for kind in ("tmp", "old"))
     shutil.rmtree(stage, ignore_errors=True)
     stage.mkdir(parents=True)
@@ -93,23 +99,46 @@ def write_classifier(stage, task, keep, cfg, tok, args):
 def load_classifier(path, device="cpu"):
     """(model, info, tok) of a saved classifier folder; anything else, or a damaged file, is one line."""
     folder = Path(path)
-    if not (folder / "model.pt").is_file() or not is_classifier(folder):
+    if not (folder / "model.pt").is_file() or not (folder / "classifier.json").is_file():
         raise CramError(f"{path} is not a saved classifier (no model.pt and classifier.json): make one with "
                         "finetune_glue.py ... --save_model DIR")
+    info = read_info(folder / "classifier.json")
     try:
-        info = json.loads((folder / "classifier.json").read_text(encoding="utf-8"))
         saved = torch.load(folder / "model.pt", map_location="cpu", weights_only=True)  # tensors and plain values
-        vocab, seq_len = saved["vocab_seq"]
-        head = saved["head"]
+        (vocab, seq_len), head = saved["vocab_seq"], saved["head"]
         model = GlueModel(CrammedBERT(Config(**saved["config"]), vocab, seq_len), saved["config"]["n_embd"],
                           head["n_out"], head["hidden"], 0.0, head["pool"], head["sep_id"], head["pair"])
         model.load_state_dict(saved["model"])
-        if (info["labels"] is None) != (head["n_out"] == 1) or info["labels"] and len(info["labels"]) != head["n_out"]:
-            raise ValueError("the label names do not match the head")
     except Exception as e:  # not a torch file, a crafted pickle, a field missing or of the wrong shape
         raise CramError(f"{folder / 'model.pt'} is damaged or not a saved classifier ({type(e).__name__}: "
                         f"{' '.join(str(e).split())[:150]}): fine-tune again with --save_model") from None
+    if len(info["labels"] or [0]) != head["n_out"] or len(info["text_columns"]) != 1 + head["pair"] or \
+            info["max_len"] > seq_len:
+        raise CramError(f"{folder / 'classifier.json'} does not match model.pt (its labels, text columns or max_len, "
+                        f"for {head['n_out']} outputs and {seq_len} positions): restore it, or fine-tune again")
     return model.to(device), info, load_tokenizer(folder, vocab)
+
+
+def read_info(path):
+    """classifier.json, checked field by field: a hand edit that breaks it is one line, not a crash later."""
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+        names = lambda x, most: isinstance(x, list) and 1 <= len(x) <= most and all(  # noqa: E731
+            isinstance(s, str) for s in x)
+        checks = [("format", info["format"] == FORMAT),
+                  ("labels", info["labels"] is None or names(info["labels"], math.inf) and len(info["labels"]) > 1),
+                  ("text_columns", names(info["text_columns"], 2)),
+                  ("metrics", names(info["metrics"], len(METRICS)) and set(info["metrics"]) <= set(METRICS)),
+                  ("label_column", isinstance(info["label_column"], (str, int))),
+                  ("task", isinstance(info["task"], str)), ("dev", isinstance(info["dev"], dict)),
+                  ("max_len", type(info["max_len"]) is int and info["max_len"] >= 3),
+                  ("eval_batch_size", type(info["eval_batch_size"]) is int and info["eval_batch_size"] >= 1)]
+        if bad := next((key for key, ok in checks if not ok), None):
+            raise ValueError(f"{bad!r} holds {str(info[bad])[:60]!r}")
+        return info
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:  # JSON errors are ValueErrors
+        raise CramError(f"{path} is damaged ({type(e).__name__}: {e}): restore it, or fine-tune again with "
+                        "--save_model") from None
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -132,6 +161,7 @@ def write_rows(path, columns, rows):
         buf.write(json.dumps(rows, ensure_ascii=False, indent=1) + "\n")
     else:
         raise CramError(f"--output {path} must end in .csv, .tsv, .json or .jsonl")
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     with open(f"{path}.tmp", "w", encoding="utf-8", newline="") as f:  # newline "": the rows' own line ends
         f.write(buf.getvalue())
     os.replace(f"{path}.tmp", path)
@@ -163,32 +193,52 @@ def main(argv=None):
                             f"{len(info['text_columns'])} text(s) per example")
         task = Task(info["task"], (*text_cols, None)[:2] + (args.label_column or info["label_column"],),
                     labels and tuple(labels), tuple(info["metrics"]), "", {})
-        split = texts_split(args.texts, pair) if args.texts else read_split(task, args.input, labelled=False)
         run = argparse.Namespace(eval_batch_size=args.batch_size or info["eval_batch_size"], pad_id=tok.special["pad"])
-        out = predict(model, encode(tok, split, info["max_len"]), run, device, progress=len(split.a) > 2000)
-        preds = decide(out)  # as fine-tuning decided: the same batches, the same numbers
-        shown = [labels[int(y)] if labels else float(y) for y in preds]
-        probs = torch.from_numpy(out).softmax(-1).max(-1).values.tolist() if labels else [None] * len(preds)
-        if args.texts:
-            for text, label, q in zip(args.texts, shown, probs):
-                print(f"{label}\t{q:.3f}\t{text}" if labels else f"{label:.4f}\t{text}")
-            return shown
-        output = args.output or str(Path(args.input).with_suffix(".predicted" + Path(args.input).suffix))
-        if Path(output).resolve() == Path(args.input).resolve():
-            raise CramError(f"--output {output} is the input file: choose another name (the input stays as it is)")
-        rows = [{**row, "prediction": label, **({"probability": round(q, 6)} if labels else {})}
-                for row, label, q in zip(split.rows, shown, probs)]
-        write_rows(output, [*read_table(args.input)[0], "prediction", *(["probability"] if labels else [])], rows)
-        print(f"wrote {len(rows)} labelled rows to {output}")
-        score(task, info, split.rows, preds, args.input)
+        labeller = lambda split: classify(model, tok, info, split, run, device)  # noqa: E731
+        if args.input:
+            return label_file(args.input, args.output, task, info, labeller)
+        shown, probs, _ = labeller(texts_split(args.texts, pair))
+        for text, label, q in zip(args.texts, shown, probs):
+            print(f"{label}\t{q:.3f}\t{text}" if labels else f"{label:.4f}\t{text}")
         return shown
-    except CramError as e:
+    except (CramError, OSError) as e:  # OSError: no permission, a full disk
         sys.exit(f"classify.py: error: {e}")
+
+
+def classify(model, tok, info, split, run, device):
+    """(labels or values, probabilities (None for a regression), predictions) of a Split's texts, decided as
+    fine-tuning decided (finetune_glue.predict: the same batches, so the same numbers)."""
+    out = predict(model, encode(tok, split, info["max_len"]), run, device, progress=len(split.a) > 2000)
+    preds, labels = decide(out), info["labels"]
+    probs = torch.from_numpy(out).softmax(-1).max(-1).values.tolist() if labels else [None] * len(preds)
+    return [labels[int(y)] if labels else float(y) for y in preds], probs, preds
+
+
+def label_file(path, output, task, info, labeller):
+    """Every row of the file written back with prediction and probability added (empty where a text is empty), in
+    the output's format; the metric where the file has the label column."""
+    output = output or str(Path(path).with_suffix(".predicted" + Path(path).suffix))
+    if Path(output).resolve() == Path(path).resolve():
+        raise CramError(f"--output {output} is the input file: choose another name (the input stays as it is)")
+    columns, rows = read_table(path)
+    split = read_split(task, path, labelled=False)  # the rows fine-tuning would have read: a warning names the rest
+    shown, probs, preds = labeller(split)
+    done = {n: i for i, (n, _) in enumerate(split.rows)}
+    given = {str(r[task.columns[2]]).strip(): r[task.columns[2]] for _, r in rows  # JSON: 1 stays 1, true true
+             if isinstance(r, dict) and r.get(task.columns[2]) is not None}
+    labelled = [{**r, "prediction": "" if n not in done else given.get(shown[done[n]], shown[done[n]]),
+                 **({"probability": "" if n not in done else round(probs[done[n]], 6)} if info["labels"] else {})}
+                for n, r in rows if isinstance(r, dict)]
+    added = ["prediction", *(["probability"] if info["labels"] else [])]
+    write_rows(output, [c for c in columns if c not in added] + added, labelled)
+    print(f"wrote {len(labelled)} rows to {output}, {len(done)} labelled")
+    score(task, info, split.rows, preds, path)
+    return shown
 
 
 def score(task, info, rows, preds, path):
     """The task's metrics on the rows whose label column holds a label (none if the file has no such column)."""
-    truth = [str(row.get(task.columns[2]) or "").strip() for row in rows]
+    truth = [("" if row.get(task.columns[2]) is None else str(row[task.columns[2]])).strip() for _, row in rows]
     known = [i for i, y in enumerate(truth) if y]
     if not known:
         return

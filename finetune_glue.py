@@ -60,9 +60,13 @@ def encode(tok, split, max_len):
     """Token ids [CLS] A [SEP] (B [SEP]) per example, at most max_len long, unpadded. The paper's release was
     evaluated with a single text as a pair whose second is empty, [CLS] A [SEP] [SEP] (tok.single_as_pair)."""
     cls, sep, ids_a = tok.special["cls"], tok.special["sep"], tok.encode_batch(split.a)
+    ids_b = None if split.b is None else tok.encode_batch(split.b)
+    if lost := [t for t, ids in zip(split.a + (split.b or []), ids_a + (ids_b or [])) if t.strip() and not ids]:
+        print(f"warning: {len(lost)} texts hold no token the tokenizer keeps (e.g. {lost[0][:40]!r}), so the model "
+              "reads them as empty: a tokenizer of English ASCII drops other scripts and emoji", file=sys.stderr)
     if split.b is None and not tok.single_as_pair:
         return [[cls] + a[:max_len - 2] + [sep] for a in ids_a]
-    ids_b = [[]] * len(ids_a) if split.b is None else tok.encode_batch(split.b)
+    ids_b = ids_b or [[]] * len(ids_a)
     pairs = (truncate_pair(a, b, max_len - 3) for a, b in zip(ids_a, ids_b))
     return [[cls] + a + [sep] + b + [sep] for a, b in pairs]
 
@@ -289,7 +293,8 @@ def run(args):
     print(f"settings: {json.dumps(vars(args))}\nrun: {json.dumps(info)}")
     data = {task.name: (task, *load_task(task, args)) for task in tasks}  # every file read: a bad one costs no training
     for task, train, _ in data.values():
-        kind = "regression" if task.labels is None else "classification"
+        kind = "classification" if task.labels else "regression" + (" (labels with a decimal point; classes? write "
+                                                                    "them as whole numbers or words)") * (not task.hub)
         counts = "" if task.labels is None else ", labels " + ", ".join(
             f"{name!r} {n}" for name, n in zip(task.labels, np.bincount(train.labels, minlength=len(task.labels))))
         print(f"task {task.name}: {kind}, text {[c for c in task.columns[:2] if c is not None]}, label "

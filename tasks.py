@@ -52,7 +52,7 @@ GLUE = {"cola": ("CoLA", (3, None, 1), ("sentence", None), BINARY, ("mcc", "acc"
         "rte": ("RTE", ("sentence1", "sentence2", "label"), ("sentence1", "sentence2"), NLI2, ("acc",))}
 TEXT_COLUMNS = (("sentence1", "sentence2"), ("sentence",), ("text",))  # run_glue.py's defaults, in this order
 SPLIT_NAMES = {"train", "training", "dev", "valid", "validation", "val", "test"}  # a file stem that names no task
-Split = namedtuple("Split", "a b labels rows")  # texts A, texts B (None: one text), labels (np.ndarray), the rows
+Split = namedtuple("Split", "a b labels rows")  # texts A, texts B (None: one text), labels (np.ndarray), (line, row)
 
 
 def glue_task(name, glue_dir):
@@ -97,48 +97,65 @@ def file_task(args):
 # ----------------------------------------------------------------------------------------------------------------
 # Data: rows of CSV, TSV or JSON files (or GLUE from the hub) as a task's texts and labels, then token ids.
 
-def read_table(path, header=True):
+def read_table(path, header=True, guess_encoding=True):
     """A file's (columns, [(line, {column: value}, or why the row is unusable)]). CSV as Excel writes it (quoted
-    fields may hold commas and newlines); TSV split on tabs only, quotes are text (GLUE's; headerless CoLA's columns
-    are indices); .json (a list of objects, or one a line) and .jsonl. UTF-8, with a byte-order mark or CRLF."""
+    fields may hold commas and newlines; `;` between fields, as European Excel writes them, is seen in the header);
+    TSV split on tabs only, quotes are text (GLUE's; headerless CoLA's columns are indices); .json (a list of objects,
+    or an object holding one) and .jsonl. UTF-8, with a byte-order mark or CRLF; a file that is not UTF-8 is read as
+    Windows-1252, Excel's "CSV" on Windows, and said so (guess_encoding; GLUE's own files: such rows are skipped)."""
     kind = Path(path).suffix.lower()
     if kind not in (".csv", ".tsv", ".json", ".jsonl"):
         raise CramError(f"{path}: a data file must be .csv, .tsv, .json or .jsonl (not {kind or 'no extension'})")
     if not os.path.isfile(path):
-        raise CramError(f"missing {path}: check the path (GLUE: download the data and check --glue_dir)")
-    with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:  # -sig: a byte-order mark (MRPC)
-        text = f.read()
+        raise CramError(f"missing {path}: check the path")
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        text = raw.decode("utf-8-sig")  # -sig: a byte-order mark (MRPC's, Excel's "CSV UTF-8")
+    except UnicodeDecodeError as e:
+        try:
+            if not guess_encoding:
+                raise e
+            text = raw.decode("cp1252")
+            print(f"note: {path} is not UTF-8 (byte {raw[e.start]:#x} at {e.start}): read as Windows-1252, what "
+                  "Excel's \"CSV\" saves on Windows (\"CSV UTF-8\" avoids the guess)", file=sys.stderr)
+        except UnicodeDecodeError:  # bytes no Windows text has: each row holding one is skipped, and named
+            text = raw.decode("utf-8-sig", errors="replace")
     if kind in (".json", ".jsonl"):
-        try:  # a list of objects, or {"data": [...]} (the datasets library's field=), else JSON Lines
+        try:  # a list of objects, or an object holding one ({"data": [...]}: the datasets library's field=)
             whole = json.loads(text)
         except ValueError:
             whole = None  # JSON Lines: a second object after the first
-        if isinstance(whole, dict) and len(whole) == 1 and isinstance(next(iter(whole.values())), list):
-            whole = next(iter(whole.values()))
-        try:
-            records = list(enumerate(whole, 1)) if isinstance(whole, list) else [
-                (n, json.loads(line)) for n, line in enumerate(text.split("\n"), 1) if line.strip()]
-        except ValueError as e:
-            raise CramError(f"{path} is not JSON ({e}): one object a line (.jsonl), or a list of objects") from None
+        if isinstance(whole, dict) and len(lists := [v for v in whole.values() if isinstance(v, list)]) == 1:
+            whole = lists[0]
+        records = list(enumerate(whole, 1)) if isinstance(whole, list) else []
+        for n, line in [] if records else [(n, x) for n, x in enumerate(text.split("\n"), 1) if x.strip()]:
+            try:
+                records.append((n, json.loads(line)))
+            except ValueError as e:
+                raise CramError(f"{path} line {n} is not JSON ({e.msg}, column {e.colno}): one object a line "
+                                "(.jsonl), or a list of objects (.json)") from None
         columns = list(dict.fromkeys(k for _, r in records if isinstance(r, dict) for k in r))
         return columns, [(n, r if isinstance(r, dict) else "not a JSON object") for n, r in records]
     if kind == ".tsv":  # tabs only: a quote is text
         records = [(n, line.rstrip("\r").split("\t")) for n, line in enumerate(text.split("\n"), 1) if line.strip()]
     else:
+        first = text.split("\n", 1)[0]
         try:
-            lines = csv.reader(io.StringIO(text, newline=""))  # "": a quoted field keeps its line ends
+            lines = csv.reader(io.StringIO(text, newline=""),  # "": a quoted field keeps its line ends
+                               delimiter=";" if ";" in first and "," not in first else ",")
             records = [(lines.line_num, fields) for fields in lines if any(f.strip() for f in fields)]
         except csv.Error as e:  # a NUL byte, a stray carriage return: not a text file
             raise CramError(f"{path} line {lines.line_num} is not CSV ({e}): save it as CSV UTF-8") from None
-    columns = (records.pop(0)[1] if header else list(range(len(records[0][1])))) if records else []
+    columns = ([c.strip() for c in records.pop(0)[1]] if header else list(range(len(records[0][1])))) if records else []
     return columns, [(n, dict(zip(columns, fields)) if len(fields) == len(columns) else
                       f"{len(fields)} fields, expected {len(columns)}") for n, fields in records]
 
 
 def check_columns(path, columns, wanted):
     if missing := [c for c in wanted if c is not None and c not in columns]:
-        raise CramError(f"{path} has no column {missing[0]!r}; its columns are {str(columns)[:200]}: name the right "
-                        "ones with --text_columns a[,b] and --label_column (GLUE: it is not this task's file)")
+        raise CramError(f"{path} has no column {missing[0]!r}; its columns are {str(columns)[:200]}: another task's "
+                        "file? Name the columns with --text_columns a[,b] and --label_column")
 
 
 def read_split(task, path, limit=0, labelled=True):
@@ -146,9 +163,9 @@ def read_split(task, path, limit=0, labelled=True):
     wrong field count, bytes that are not UTF-8, an empty text or label, a label a GLUE task does not have) is
     skipped, all of them named in one warning, as the real QQP's few broken lines are. A user's file may not hold a
     label its training file lacks: one line names it."""
-    columns, rows = read_table(path, header=not isinstance(task.columns[0], int))
+    columns, rows = read_table(path, header=not isinstance(task.columns[0], int), guess_encoding=not task.hub)
     if not rows:
-        raise CramError(f"{path} is empty: a header line and rows (GLUE: download the data again)")
+        raise CramError(f"{path} is empty: it needs a header line and rows")
     wanted = [c for c in task.columns[:3 if labelled else 2] if c is not None]
     check_columns(path, columns, wanted)
     ids = {name: i for i, name in enumerate(task.labels or ())}
@@ -174,7 +191,7 @@ def read_split(task, path, limit=0, labelled=True):
         a.append(values[0])
         b.append(values[1] if task.columns[1] is not None else None)
         y.append(label)
-        kept.append(row)
+        kept.append((n, row))
         if len(kept) == limit:
             break
     if bad:
@@ -207,11 +224,18 @@ def load_task(task, args):
     if not task.train:
         return (read_hub(task, "train", args.max_train),
                 {s: read_hub(task, f"validation{suffix}") for s, (_, suffix) in task.evals.items()})
-    return read_split(task, task.train, args.max_train), {s: read_split(task, f) for s, (_, f) in task.evals.items()}
+    train = read_split(task, task.train, args.max_train)
+    if task.labels and not task.hub and (absent := set(range(len(task.labels))) - set(train.labels.tolist())):
+        raise CramError(f"{task.train}: no usable training row is labelled {task.labels[min(absent)]!r} in the first "
+                        f"{len(train.a)} (--max_train {args.max_train}; 0: all): shuffle the file, or raise it")
+    return train, {s: read_split(task, f) for s, (_, f) in task.evals.items()}
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # Metrics: the task's, and those of no model at all.
+
+METRICS = ("acc", "mcc", "f1", "macro_f1", "pearson", "spearman", "rmse")  # what a task's metrics may name
+
 
 def compute_metrics(task, preds, labels):
     """The task's metrics on one evaluation set, times 100 (RMSE in the labels' units)."""

@@ -301,3 +301,79 @@ def test_a_saved_classifier_is_replaced_whole_by_a_new_one_never_half(kept, ckpt
                  "--out", str(tmp_path), "--epochs", "1", "--seeds", "1", "--device", "cpu"])
     assert {p.name: p.read_bytes() for p in (tmp / "model").iterdir()} == before
     assert not list(tmp.glob("model.tmp-*"))
+
+
+# ---------------------------------------------------------------------------------------------- what a student's files do
+
+def test_excel_s_windows_csv_semicolons_and_spaced_headers_read_as_meant(tmp_path, capsys):
+    (tmp_path / "cp1252.csv").write_bytes("text,label\r\ncafé très bon,positif\r\nmauvais,négatif\r\n".encode("cp1252"))
+    columns, rows = tasks.read_table(str(tmp_path / "cp1252.csv"))
+    assert [r["label"] for _, r in rows] == ["positif", "négatif"] and "read as Windows-1252" in capsys.readouterr().err
+    (tmp_path / "semi.csv").write_text('Text ; Label\n"a; b";1\nc;0\n', encoding="utf-8")
+    columns, rows = tasks.read_table(str(tmp_path / "semi.csv"))
+    assert columns == ["Text", "Label"] and [r["Text"] for _, r in rows] == ["a; b", "c"]
+
+
+def test_json_errors_name_the_file_line_and_an_object_may_hold_its_rows_beside_other_keys(tmp_path):
+    (tmp_path / "meta.json").write_text(json.dumps({"version": "1.0", "data": rows(3)}), encoding="utf-8")
+    assert len(tasks.read_table(str(tmp_path / "meta.json"))[1]) == 3
+    (tmp_path / "bad.jsonl").write_text(json.dumps(rows(1)[0]) + "\n" * 3 + '{"text": "x",\n', encoding="utf-8")
+    with pytest.raises(tasks.CramError, match=r"bad.jsonl line 4 is not JSON"):
+        tasks.read_table(str(tmp_path / "bad.jsonl"))
+
+
+def test_texts_the_tokenizer_cannot_read_are_named_in_a_warning(capsys):
+    class Tok:
+        special, single_as_pair = {"cls": 2, "sep": 3}, False
+        encode_batch = staticmethod(lambda texts: [[5] * t.isascii() for t in texts])
+    fg.encode(Tok, tasks.Split(["good", "Это отличный товар", "👍"], None, None, None), 16)
+    assert "2 texts hold no token the tokenizer keeps (e.g. 'Это отличный товар')" in capsys.readouterr().err
+
+
+def test_the_first_rows_of_a_sorted_file_must_hold_every_class(ckpt, tmp_path):
+    items = sorted(rows(12), key=lambda r: r["label"])
+    path = write(tmp_path / "sorted.csv", items)
+    line = one_line([ckpt, "--train_file", path, "--validation_file", path, "--max_train", "4", "--device", "cpu",
+                     "--epochs", "1", "--seeds", "1", "--out", tmp_path])
+    assert "no usable training row is labelled 'sport' in the first 4 (--max_train 4" in line
+
+
+def test_save_model_into_the_folder_you_are_in_is_refused_before_training(ckpt, tmp_path, monkeypatch):
+    path = write(tmp_path / "t.csv", rows(6))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit, match="is the folder you are in"):
+        fg.main([str(ckpt), "--train_file", path, "--validation_file", path, "--save_model", "."])
+
+
+def test_classify_writes_every_row_keeps_json_types_and_scores_falsy_labels(ckpt, tmp_path, capsys):
+    items = [{"text": r["sentence"], "label": i % 2} for i, r in enumerate(rows(12))]
+    train = write(tmp_path / "ints.jsonl", items)
+    fg.main([str(ckpt), "--train_file", train, "--validation_file", train, "--save_model", str(tmp_path / "m"),
+             "--out", str(tmp_path), "--epochs", "1", "--seeds", "1", "--device", "cpu"])
+    dev = write(tmp_path / "dev.jsonl", items[:5] + [{"text": " ", "label": 0}] + items[5:])
+    classify.main([str(tmp_path / "m"), "--input", dev, "--output", str(tmp_path / "new" / "out.json")])
+    printed = capsys.readouterr()
+    written = json.loads((tmp_path / "new" / "out.json").read_text(encoding="utf-8"))
+    assert len(written) == 13 and written[5]["prediction"] == "" and "on the 12 labelled rows" in printed.out
+    assert all(isinstance(r["prediction"], int) for r in written if r["text"].strip())
+    classify.main([str(tmp_path / "m"), "--input", str(tmp_path / "new" / "out.json")])  # its own output again
+    again = json.loads((tmp_path / "new" / "out.predicted.json").read_text(encoding="utf-8"))
+    assert list(again[0]) == ["text", "label", "prediction", "probability"]
+
+
+@pytest.mark.parametrize("edit, needle", [
+    (lambda info: info.pop("max_len"), "KeyError: 'max_len'"),
+    (lambda info: info.update(eval_batch_size="64"), "'eval_batch_size' holds '64'"),
+    (lambda info: info.update(max_len=512), "does not match model.pt"),
+    (lambda info: info.update(labels=None), "does not match model.pt"),
+    (None, "classifier.json is damaged (JSONDecodeError"),
+])
+def test_a_classifier_json_edited_by_hand_is_one_line(edit, needle, kept, tmp_path):
+    folder = tmp_path / "edited"
+    folder.mkdir()
+    for p in (kept[0] / "model").iterdir():
+        (folder / p.name).write_bytes(p.read_bytes())
+    info = json.loads((folder / "classifier.json").read_text(encoding="utf-8"))
+    text = json.dumps(info)[:-2] if edit is None else (edit(info), json.dumps(info))[1]
+    (folder / "classifier.json").write_text(text, encoding="utf-8")
+    assert needle in one_line([folder, "the cat [SEP] a dog"], "classify.py")
