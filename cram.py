@@ -41,7 +41,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 # what the machine is, and can do; safe_console: what is printed never raises on a console lacking a character
-from hardware import amp_dtype, autocast, compile_by_default, device_peak_flops, run_info, safe_console
+from hardware import amp_dtype, autocast, compile_by_default, device_peak_flops, dist_backend, run_info, safe_console
 from prepare import read_meta
 
 
@@ -501,7 +501,7 @@ def train(cfg):
         if device.type == "cuda":
             device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
             torch.cuda.set_device(device)
-        torch.distributed.init_process_group(backend="nccl" if device.type == "cuda" and os.name != "nt" else "gloo",
+        torch.distributed.init_process_group(backend=dist_backend(device),
                                              device_id=device if device.type == "cuda" else None,
                                              timeout=datetime.timedelta(minutes=30))  # a checkpoint to slow disks
     master = rank == 0

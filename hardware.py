@@ -37,6 +37,11 @@ def compile_by_default(device):
     return device.type == "cuda" and sys.platform != "win32"
 
 
+def dist_backend(device):
+    """torchrun's collective library: NCCL between CUDA GPUs, gloo on CPUs and on Windows, which has no NCCL build."""
+    return "nccl" if device.type == "cuda" and sys.platform != "win32" else "gloo"
+
+
 def safe_console():
     """What a script prints never raises: a character the console's encoding lacks (cp1252 on Windows, also for output
     redirected to a file) is written as an escape, e.g. \\u03a9. Every script's main() calls this first."""

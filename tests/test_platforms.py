@@ -196,6 +196,13 @@ def test_compile_is_on_by_default_only_for_cuda_on_linux_not_on_mps_cpu_or_windo
     assert not hardware.compile_by_default(torch.device("cuda"))
 
 
+def test_several_gpus_talk_through_nccl_on_linux_and_gloo_on_windows_and_cpus(monkeypatch):
+    monkeypatch.setattr(sys, "platform", "linux")
+    assert [hardware.dist_backend(torch.device(d)) for d in ("cuda", "cpu")] == ["nccl", "gloo"]
+    monkeypatch.setattr(sys, "platform", "win32")  # torch ships no NCCL for Windows
+    assert hardware.dist_backend(torch.device("cuda")) == "gloo"
+
+
 def test_auto_compile_follows_the_platform_decision_in_train(tmp_path, monkeypatch):
     compiled = []
     monkeypatch.setattr(torch, "compile", lambda model: compiled.append(model) or model)
