@@ -142,7 +142,7 @@ def read_info(path):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Writing a file back, with the predictions.
+# Labelling texts, and a file written back with the predictions.
 
 def write_rows(path, columns, rows):
     """rows (dicts) to path as .csv, .tsv (tabs and newlines in a value become spaces), .json or .jsonl; atomic."""
@@ -157,52 +157,12 @@ def write_rows(path, columns, rows):
                           + rows))
     elif kind == ".jsonl":
         buf.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-    elif kind == ".json":
+    else:  # .json (label_file checked the name)
         buf.write(json.dumps(rows, ensure_ascii=False, indent=1) + "\n")
-    else:
-        raise CramError(f"--output {path} must end in .csv, .tsv, .json or .jsonl")
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     with open(f"{path}.tmp", "w", encoding="utf-8", newline="") as f:  # newline "": the rows' own line ends
         f.write(buf.getvalue())
     os.replace(f"{path}.tmp", path)
-
-
-def main(argv=None):
-    p = argparse.ArgumentParser(description="Label text with a classifier kept by finetune_glue.py --save_model.")
-    p.add_argument("model", help="the folder written by finetune_glue.py --save_model")
-    p.add_argument("texts", nargs="*", help="texts to label; a two-text task takes \"first [SEP] second\"")
-    p.add_argument("--input", help="a .csv, .tsv, .json or .jsonl file to label, row by row")
-    p.add_argument("--output", help="where the labelled rows go (default: INPUT's name + .predicted)")
-    p.add_argument("--text_columns", help="the input's text column(s), a or a,b (default: the classifier's)")
-    p.add_argument("--label_column", help="a column of true labels to score against (default: the classifier's)")
-    p.add_argument("--batch_size", type=int, help="texts per forward pass (default: fine-tuning's evaluation batch)")
-    p.add_argument("--device", default="cpu", help="cpu, cuda, mps or auto")
-    args = p.parse_args(argv)
-    safe_console()  # a label or text the console's encoding lacks is printed escaped, never raised (Windows: cp1252)
-    try:
-        if bool(args.texts) == bool(args.input):
-            raise CramError("give texts to label, or --input FILE (one of the two)")
-        if args.batch_size is not None and args.batch_size < 1:
-            raise CramError(f"--batch_size must be >= 1 (got {args.batch_size})")
-        device = pick_device(args.device)
-        model, info, tok = load_classifier(args.model, device)
-        labels, pair = info["labels"], len(info["text_columns"]) == 2
-        text_cols = [c.strip() for c in args.text_columns.split(",")] if args.text_columns else info["text_columns"]
-        if len(text_cols) != len(info["text_columns"]):
-            raise CramError(f"--text_columns names {len(text_cols)} column(s), but the classifier reads "
-                            f"{len(info['text_columns'])} text(s) per example")
-        task = Task(info["task"], (*text_cols, None)[:2] + (args.label_column or info["label_column"],),
-                    labels and tuple(labels), tuple(info["metrics"]), "", {})
-        run = argparse.Namespace(eval_batch_size=args.batch_size or info["eval_batch_size"], pad_id=tok.special["pad"])
-        labeller = lambda split: classify(model, tok, info, split, run, device)  # noqa: E731
-        if args.input:
-            return label_file(args.input, args.output, task, info, labeller)
-        shown, probs, _ = labeller(texts_split(args.texts, pair))
-        for text, label, q in zip(args.texts, shown, probs):
-            print(f"{label}\t{q:.3f}\t{text}" if labels else f"{label:.4f}\t{text}")
-        return shown
-    except (CramError, OSError) as e:  # OSError: no permission, a full disk
-        sys.exit(f"classify.py: error: {e}")
 
 
 def classify(model, tok, info, split, run, device):
@@ -218,6 +178,8 @@ def label_file(path, output, task, info, labeller):
     """Every row of the file written back with prediction and probability added (empty where a text is empty), in
     the output's format; the metric where the file has the label column."""
     output = output or str(Path(path).with_suffix(".predicted" + Path(path).suffix))
+    if Path(output).suffix.lower() not in (".csv", ".tsv", ".json", ".jsonl"):
+        raise CramError(f"--output {output} must end in .csv, .tsv, .json or .jsonl")
     if Path(output).resolve() == Path(path).resolve():
         raise CramError(f"--output {output} is the input file: choose another name (the input stays as it is)")
     columns, rows = read_table(path)
@@ -265,6 +227,44 @@ def texts_split(texts, pair):
         if not all(x.strip() for x in p):
             raise CramError(f"text {n} is empty{' on one side of [SEP]' * pair}: give the classifier words to read")
     return Split([p[0] for p in parts], [p[1] for p in parts] if pair else None, None, None)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description="Label text with a classifier kept by finetune_glue.py --save_model.")
+    p.add_argument("model", help="the folder written by finetune_glue.py --save_model")
+    p.add_argument("texts", nargs="*", help="texts to label; a two-text task takes \"first [SEP] second\"")
+    p.add_argument("--input", help="a .csv, .tsv, .json or .jsonl file to label, row by row")
+    p.add_argument("--output", help="where the labelled rows go (default: INPUT's name + .predicted)")
+    p.add_argument("--text_columns", help="the input's text column(s), a or a,b (default: the classifier's)")
+    p.add_argument("--label_column", help="a column of true labels to score against (default: the classifier's)")
+    p.add_argument("--batch_size", type=int, help="texts per forward pass (default: fine-tuning's evaluation batch)")
+    p.add_argument("--device", default="cpu", help="cpu, cuda, mps or auto")
+    args = p.parse_args(argv)
+    safe_console()  # a label or text the console's encoding lacks is printed escaped, never raised (Windows: cp1252)
+    try:
+        if bool(args.texts) == bool(args.input):
+            raise CramError("give texts to label, or --input FILE (one of the two)")
+        if args.batch_size is not None and args.batch_size < 1:
+            raise CramError(f"--batch_size must be >= 1 (got {args.batch_size})")
+        device = pick_device(args.device)
+        model, info, tok = load_classifier(args.model, device)
+        labels, pair = info["labels"], len(info["text_columns"]) == 2
+        text_cols = [c.strip() for c in args.text_columns.split(",")] if args.text_columns else info["text_columns"]
+        if len(text_cols) != len(info["text_columns"]):
+            raise CramError(f"--text_columns names {len(text_cols)} column(s), but the classifier reads "
+                            f"{len(info['text_columns'])} text(s) per example")
+        task = Task(info["task"], (*text_cols, None)[:2] + (args.label_column or info["label_column"],),
+                    labels and tuple(labels), tuple(info["metrics"]), "", {})
+        run = argparse.Namespace(eval_batch_size=args.batch_size or info["eval_batch_size"], pad_id=tok.special["pad"])
+        labeller = lambda split: classify(model, tok, info, split, run, device)  # noqa: E731
+        if args.input:
+            return label_file(args.input, args.output, task, info, labeller)
+        shown, probs, _ = labeller(texts_split(args.texts, pair))
+        for text, label, q in zip(args.texts, shown, probs):
+            print(f"{label}\t{q:.3f}\t{text}" if labels else f"{label:.4f}\t{text}")
+        return shown
+    except (CramError, OSError) as e:  # OSError: no permission, a full disk
+        sys.exit(f"classify.py: error: {e}")
 
 
 if __name__ == "__main__":
