@@ -99,7 +99,8 @@ def hf_bert(cfg, vocab, T, device, accum):
 
 
 def matmul(device, n=4096):
-    """The device's own ceiling: a large square matmul in the training precision; returns (fn, FLOPs per call)."""
+    """The device's own ceiling: an n x n matmul in the training precision; returns (fn, FLOPs per call). Tests pass a
+    small n: a CPU without native bf16 emulates it (a 1024^3 bf16 matmul: 2.1 s vs 0.007 s with AMX, notes)."""
     dtype = hardware.amp_dtype(device) or torch.float32
     a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
     return (lambda: a @ b), 2 * n ** 3
@@ -147,6 +148,7 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=1, help="interleaved repetitions; medians are reported")
     p.add_argument("--hf", action="store_true", help="also time transformers' BertForMaskedLM (if installed)")
     p.add_argument("--narrow", default="", help="also time these NarrowBERT depths, e.g. 1 or 4,8,12 (cram --narrow)")
+    p.add_argument("--matmul_size", type=int, default=4096, help="n of the n x n matmul that measures the ceiling")
     p.add_argument("--memory", action="store_true", help="print the memory arithmetic of DDP and --shard, and stop")
     args = p.parse_args(argv)
     if args.memory:
@@ -160,8 +162,9 @@ def main(argv=None):
     except cram.CramError as e:
         raise SystemExit(f"bench.py: error: {e}")
     compile_ = hardware.compile_by_default(device) if args.compile is None else args.compile
-    if args.accum < 1:
-        raise SystemExit(f"bench.py: error: --accum must be >= 1 (got {args.accum})")
+    if args.accum < 1 or args.matmul_size < 1:
+        raise SystemExit(f"bench.py: error: --accum and --matmul_size must be >= 1 (got {args.accum}, "
+                         f"{args.matmul_size})")
     try:
         narrow = [int(n) for n in args.narrow.split(",") if n.strip()]
         for n in narrow:
@@ -175,7 +178,7 @@ def main(argv=None):
     cuda = device.type == "cuda"
     allocated = lambda: torch.cuda.memory_allocated(device) if cuda else 0  # noqa: E731
     makers = {"ours": lambda: ours(cfg, args.vocab_size, T, device, compile_, args.accum),
-              "matmul": lambda: matmul(device)}
+              "matmul": lambda: matmul(device, args.matmul_size)}
     if args.hf:
         makers["hf"] = lambda: (hf_bert(cfg, args.vocab_size, T, device, args.accum), None)
     for n in narrow:  # the same model with its last n blocks narrow
@@ -209,7 +212,7 @@ def main(argv=None):
           f"{'MFU %.1f%%' % (100 * achieved / peak) if peak else 'MFU n/a (no known peak)'}")
     ratios = [(tokens * flops / o) / (mm_flops / m) for o, m in zip(results["ours"], results["matmul"])]
     mm_dtype = str(hardware.amp_dtype(device) or torch.float32)[6:]
-    print(f"matmul: {ceiling / 1e12:.3f} TFLOP/s (4096^2, {mm_dtype}) | "
+    print(f"matmul: {ceiling / 1e12:.3f} TFLOP/s ({args.matmul_size}^2, {mm_dtype}) | "
           f"model FLOP/s over matmul ceiling: {100 * statistics.median(ratios):.1f}% (median of {args.rounds})")
     if "hf" in results:
         speedups = [h / o for h, o in zip(results["hf"], results["ours"])]

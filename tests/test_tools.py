@@ -230,7 +230,7 @@ def test_the_code_map_cites_the_paper_s_sections():
 def test_bench_times_narrow_models_beside_ours_and_rejects_a_bad_narrow(capsys):
     import bench
     bench.main(["--preset", "tiny", "--vocab_size", "512", "--micro_batch", "2", "--steps", "1", "--warmup", "1",
-                "--device", "cpu", "--narrow", "1"])
+                "--matmul_size", "64", "--device", "cpu", "--narrow", "1"])
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("narrow 1:"))
     assert "x the tokens/s of narrow 0" in line and "by FLOP count" in line
     with pytest.raises(SystemExit, match="--narrow must be in"):
@@ -240,8 +240,9 @@ def test_bench_times_narrow_models_beside_ours_and_rejects_a_bad_narrow(capsys):
 def test_bench_times_an_accumulated_step_and_rejects_a_bad_accum(capsys):
     import bench
     tok_s = bench.main(["--preset", "tiny", "--vocab_size", "512", "--micro_batch", "2", "--accum", "2",
-                        "--steps", "1", "--warmup", "1", "--device", "cpu"])
+                        "--steps", "1", "--warmup", "1", "--device", "cpu",
+                        "--matmul_size", "64"])
     out = capsys.readouterr().out
     assert tok_s > 0 and "micro-batch 2 x 2" in out and "over matmul ceiling" in out
-    with pytest.raises(SystemExit, match="--accum must be >= 1"):
+    with pytest.raises(SystemExit, match="--accum and --matmul_size must be >= 1"):
         bench.main(["--preset", "tiny", "--accum", "0", "--device", "cpu"])
