@@ -4,10 +4,10 @@
     python classify.py models/rte "A man is playing a guitar. [SEP] A man plays music."    # a two-text task: A [SEP] B
     python classify.py models/bbc --input dev.csv --output dev.predicted.csv                 # a file: columns added
 
-The folder holds everything the classifier needs: model.pt (the encoder's and the head's weights and settings,
+The folder (classifier.py writes and reads it) holds everything the classifier needs: model.pt (the encoder's and the head's weights and settings,
 tensors and plain values only: loading it can never run code), classifier.json (the task: its label names or
 "regression", its text columns, the max length, the dev metrics it reached) and the tokenizer files of its encoder.
-A text is encoded as fine-tuning encoded it (finetune_glue.encode), the head's largest logit names the label and a
+A text is encoded as fine-tuning encoded it (classifier.encode), the head's largest logit names the label and a
 softmax gives its probability; a regression prints the value. With --input, each row is written back with the
 columns prediction and probability added; if the file has the label column, the metric is printed at the end.
 """
@@ -15,130 +15,18 @@ import argparse
 import csv
 import io
 import json
-import math
 import os
 import re
-import shutil
 import sys
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from cram import Config, CramError, CrammedBERT, pick_device
+from classifier import decide, encode, load_classifier, predict  # the fine-tuned model, and the kept folder
+from cram import CramError, pick_device
 from hardware import safe_console
-from finetune_glue import GlueModel, decide, encode, predict
-from prepare import load_tokenizer
-from tasks import METRICS, Split, Task, compute_metrics, read_split, read_table
-
-FORMAT = "cram-classifier/1"  # classifier.json's "format": what marks a folder as one of ours
-TOKENIZER_FILES = ("meta.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# The saved classifier: written by finetune_glue.py --save_model, read here.
-
-def check_save_dir(path, tasks):
-    """Refuse, before any training, a --save_model folder that holds something other than a saved classifier."""
-    if len(tasks) != 1:
-        raise CramError(f"--save_model keeps one task's classifier, but {len(tasks)} tasks would run: name one with "
-                        "--tasks, or use --train_file")
-    folder = Path(path).resolve()
-    if folder in (Path.cwd(), *Path.cwd().parents) or folder.parent == folder:
-        raise CramError(f"--save_model {path} is the folder you are in, or holds it: name a folder of its own, e.g. "
-                        "models/mine")
-    if folder.exists() and (not folder.is_dir() or any(folder.iterdir()) and not is_classifier(folder)):
-        raise CramError(f"--save_model {path} holds something that is not a saved classifier: choose a new or empty "
-                        "folder (a folder it did not write is never overwritten)")
-    if is_classifier(folder):
-        print(f"note: --save_model {path} holds a saved classifier: the new one will replace it")
-
-
-def is_classifier(folder):
-    try:
-        return json.loads((Path(folder) / "classifier.json").read_text(encoding="utf-8")).get("format") == FORMAT
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
-def save_classifier(path, task, keep, cfg, tok, args):
-    """The median seed's classifier as a folder: model.pt, classifier.json and the tokenizer files. Built beside the
-    destination and swapped in whole: a crash leaves the previous classifier (or none), never half of one."""
-    folder = Path(path).resolve()
-    stage, old = (folder.with_name(f"{folder.name}.{kind}-{os.getpid()}") for kind in ("tmp", "old"))
-    shutil.rmtree(stage, ignore_errors=True)
-    stage.mkdir(parents=True)
-    try:
-        write_classifier(stage, task, keep, cfg, tok, args)
-    except BaseException:  # a full disk, Ctrl-C: the half-built folder goes, the old classifier stays
-        shutil.rmtree(stage, ignore_errors=True)
-        raise
-    if folder.exists():
-        os.replace(folder, old)
-    os.replace(stage, folder)
-    shutil.rmtree(old, ignore_errors=True)
-
-
-def write_classifier(stage, task, keep, cfg, tok, args):
-    head = dict(n_out=len(task.labels or [0]), hidden=args.head_hidden, pool=args.pool, sep_id=tok.special["sep"],
-                pair=task.columns[1] is not None)
-    torch.save({"config": asdict(cfg), "vocab_seq": list(args.vocab_seq), "head": head, "model": keep["state"]},
-               stage / "model.pt")
-    info = {"format": FORMAT, "task": task.name, "type": "regression" if task.labels is None else "classification",
-            "labels": task.labels, "text_columns": [c for c in task.columns[:2] if c is not None],
-            "label_column": task.columns[2], "metrics": task.metrics, "max_len": args.max_len,
-            "eval_batch_size": args.eval_batch_size, "dev": keep["metrics"], "no_model": keep["baseline"],
-            "seed": keep["seed"], "checkpoint": os.path.abspath(args.ckpt), "recipe": args.recipe}
-    (stage / "classifier.json").write_text(json.dumps(info, indent=1), encoding="utf-8")
-    for name in TOKENIZER_FILES:  # whichever the encoder's tokenizer has: ours, or the paper's release
-        if (Path(args.tokenizer_dir) / name).is_file():
-            shutil.copyfile(Path(args.tokenizer_dir) / name, stage / name)
-
-
-def load_classifier(path, device="cpu"):
-    """(model, info, tok) of a saved classifier folder; anything else, or a damaged file, is one line."""
-    folder = Path(path)
-    if not (folder / "model.pt").is_file() or not (folder / "classifier.json").is_file():
-        raise CramError(f"{path} is not a saved classifier (no model.pt and classifier.json): make one with "
-                        "finetune_glue.py ... --save_model DIR")
-    info = read_info(folder / "classifier.json")
-    try:
-        saved = torch.load(folder / "model.pt", map_location="cpu", weights_only=True)  # tensors and plain values
-        (vocab, seq_len), head = saved["vocab_seq"], saved["head"]
-        model = GlueModel(CrammedBERT(Config(**saved["config"]), vocab, seq_len), saved["config"]["n_embd"],
-                          head["n_out"], head["hidden"], 0.0, head["pool"], head["sep_id"], head["pair"])
-        model.load_state_dict(saved["model"])
-    except Exception as e:  # not a torch file, a crafted pickle, a field missing or of the wrong shape
-        raise CramError(f"{folder / 'model.pt'} is damaged or not a saved classifier ({type(e).__name__}: "
-                        f"{' '.join(str(e).split())[:150]}): fine-tune again with --save_model") from None
-    if len(info["labels"] or [0]) != head["n_out"] or len(info["text_columns"]) != 1 + head["pair"] or \
-            info["max_len"] > seq_len:
-        raise CramError(f"{folder / 'classifier.json'} does not match model.pt (its labels, text columns or max_len, "
-                        f"for {head['n_out']} outputs and {seq_len} positions): restore it, or fine-tune again")
-    return model.to(device), info, load_tokenizer(folder, vocab)
-
-
-def read_info(path):
-    """classifier.json, checked field by field: a hand edit that breaks it is one line, not a crash later."""
-    try:
-        info = json.loads(path.read_text(encoding="utf-8"))
-        names = lambda x, most: isinstance(x, list) and 1 <= len(x) <= most and all(  # noqa: E731
-            isinstance(s, str) for s in x)
-        checks = [("format", info["format"] == FORMAT),
-                  ("labels", info["labels"] is None or names(info["labels"], math.inf) and len(info["labels"]) > 1),
-                  ("text_columns", names(info["text_columns"], 2)),
-                  ("metrics", names(info["metrics"], len(METRICS)) and set(info["metrics"]) <= set(METRICS)),
-                  ("label_column", isinstance(info["label_column"], (str, int))),
-                  ("task", isinstance(info["task"], str)), ("dev", isinstance(info["dev"], dict)),
-                  ("max_len", type(info["max_len"]) is int and info["max_len"] >= 3),
-                  ("eval_batch_size", type(info["eval_batch_size"]) is int and info["eval_batch_size"] >= 1)]
-        if bad := next((key for key, ok in checks if not ok), None):
-            raise ValueError(f"{bad!r} holds {str(info[bad])[:60]!r}")
-        return info
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:  # JSON errors are ValueErrors
-        raise CramError(f"{path} is damaged ({type(e).__name__}: {e}): restore it, or fine-tune again with "
-                        "--save_model") from None
+from tasks import Split, Task, compute_metrics, read_split, read_table
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -167,7 +55,7 @@ def write_rows(path, columns, rows):
 
 def classify(model, tok, info, split, run, device):
     """(labels or values, probabilities (None for a regression), predictions) of a Split's texts, decided as
-    fine-tuning decided (finetune_glue.predict: the same batches, so the same numbers)."""
+    fine-tuning decided (classifier.predict: the same batches, so the same numbers)."""
     out = predict(model, encode(tok, split, info["max_len"]), run, device, progress=len(split.a) > 2000)
     preds, labels = decide(out), info["labels"]
     probs = torch.from_numpy(out).softmax(-1).max(-1).values.tolist() if labels else [None] * len(preds)

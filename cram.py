@@ -41,6 +41,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 # what the machine is, and can do; safe_console: what is printed never raises on a console lacking a character
+from errors import CramError  # a user's mistake: main() prints it in one line
 from hardware import amp_dtype, autocast, compile_by_default, device_peak_flops, dist_backend, run_info, safe_console
 from prepare import read_meta
 
@@ -115,10 +116,6 @@ def parse_config(argv=None):
     if preset not in PRESETS:
         p.error(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}")
     return Config(**{**PRESETS[preset], **given, "preset": preset})
-
-
-class CramError(Exception):
-    """A user-facing problem: main() prints its one-line message and exits 1."""
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -387,11 +384,8 @@ def reformat(weights, moments, model, optimizer, shape):
 
 
 def load_model(ckpt_path, device="cpu"):
-    """Rebuild the raw model of a checkpoint; returns (model, cfg, meta). Used by finetune_glue.py. Not a file: the
-    paper's released folder, or its hub name JonasGeiping/crammed-bert (official.py; meta["folder"] is where it is)."""
-    if not os.path.isfile(ckpt_path):
-        from official import load_release
-        return load_release(ckpt_path, device)
+    """Rebuild the raw model of a checkpoint; returns (model, cfg, meta). The tools call official.load_pretrained,
+    which also takes the paper's released folder."""
     ckpt = read_checkpoint(ckpt_path)
     try:
         cfg, meta = Config(**ckpt["config"]), ckpt["meta"]

@@ -16,8 +16,9 @@ import sys
 
 import torch
 
-from cram import CramError, load_model, pick_device
+from cram import CramError, pick_device
 from hardware import safe_console
+from official import load_pretrained  # a cram.py checkpoint or the paper's released folder
 from prepare import load_tokenizer
 
 
@@ -52,7 +53,7 @@ def main(argv=None):
         if args.top_k < 1:
             raise CramError(f"--top_k must be >= 1 (got {args.top_k})")
         device = pick_device(args.device)
-        model, _, meta = load_model(args.ckpt, device)
+        model, _, meta = load_pretrained(args.ckpt, device)
         vocab, seq_len = model.embed.tok.weight.shape[0], model.embed.pos_table.shape[0]
         tok = load_tokenizer(args.tokenizer_dir or meta.get("folder") or os.path.dirname(os.path.abspath(args.ckpt)),
                              vocab)  # a released model folder holds its own tokenizer

@@ -10,7 +10,7 @@ One recipe for all tasks, named by the checkpoint's preset (PAPER, TINY below; f
 fresh head, cross-entropy (a regression such as STS-B: MSE), AdamW, warm-up then cosine decay, mixed precision on
 CUDA (hardware.py); dev metrics after the last epoch, median over seeds, beside those of no model at all (the
 majority class, or the training mean). What a task is (its columns, labels, metrics) and how its files are read:
-tasks.py. Outputs in --out (default: the checkpoint's folder): glue.md (the table), glue.json (every number, per
+tasks.py; the model (the encoder and a fresh head) and the kept classifier: classifier.py. Outputs in --out (default: the checkpoint's folder): glue.md (the table), glue.json (every number, per
 seed, settings, wall times), predictions/<set>[.random_init].tsv (index, prediction, label; median seed's).
 """
 import argparse
@@ -23,12 +23,13 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from cram import CramError, CrammedBERT, load_model, pick_device
+from classifier import GlueModel, check_save_dir, collate, decide, encode, predict, save_classifier
+from cram import CramError, CrammedBERT, pick_device
 from hardware import amp_dtype, autocast, run_info, safe_console
+from official import load_pretrained  # a cram.py checkpoint or the paper's released folder
 from prepare import load_tokenizer
 from tasks import GLUE, baseline, compute_metrics, file_task, glue_task, load_task
 
@@ -50,66 +51,9 @@ RULES = [("seeds epochs batch_size eval_batch_size head_hidden", lambda x: x >= 
          ("lr", lambda x: 0 < x < math.inf, "> 0 and finite"), ("pool", lambda x: x in ("cls", "mean"), "cls or mean"),
          ("beta1 beta2 dropout", lambda x: 0 <= x < 1, "in [0, 1)")]
 
-def truncate_pair(a, b, budget):
-    """Longest-first: cut the end of the longer of a and b until both fit in budget tokens together."""
-    short = min(len(a), len(b), budget // 2)
-    return (a[:short], b[:budget - short]) if len(a) <= len(b) else (a[:budget - short], b[:short])
-
-
-def encode(tok, split, max_len):
-    """Token ids [CLS] A [SEP] (B [SEP]) per example, at most max_len long, unpadded. The paper's release was
-    evaluated with a single text as a pair whose second is empty, [CLS] A [SEP] [SEP] (tok.single_as_pair)."""
-    cls, sep, ids_a = tok.special["cls"], tok.special["sep"], tok.encode_batch(split.a)
-    ids_b = None if split.b is None else tok.encode_batch(split.b)
-    if lost := [t for t, ids in zip(split.a + (split.b or []), ids_a + (ids_b or [])) if t.strip() and not ids]:
-        print(f"warning: {len(lost)} texts hold no token the tokenizer keeps (e.g. {lost[0][:40]!r}), so the model "
-              "reads them as empty: a tokenizer of English ASCII drops other scripts and emoji", file=sys.stderr)
-    if split.b is None and not tok.single_as_pair:
-        return [[cls] + a[:max_len - 2] + [sep] for a in ids_a]
-    ids_b = ids_b or [[]] * len(ids_a)
-    pairs = (truncate_pair(a, b, max_len - 3) for a, b in zip(ids_a, ids_b))
-    return [[cls] + a + [sep] + b + [sep] for a, b in pairs]
-
-
-def collate(seqs, pad_id, device):
-    """Pad to the longest sequence of this batch: ids (B, T) and pad_mask (B, T), True on real tokens."""
-    lengths = torch.tensor([len(s) for s in seqs])
-    ids = nn.utils.rnn.pad_sequence([torch.tensor(s) for s in seqs], batch_first=True, padding_value=pad_id)
-    return ids.to(device), (torch.arange(ids.shape[1])[None, :] < lengths[:, None]).to(device)
-
 
 # ----------------------------------------------------------------------------------------------------------------
-# Model, schedule, fine-tuning, evaluation.
-
-def mean_of(h, mask):
-    """The mean of the states h (B, T, C) where mask (B, T) is True: (B, C); zeros where a row has none."""
-    return (h * mask[..., None]).sum(1) / mask.sum(1, keepdim=True).clamp(min=1)       # (B, C) / (B, 1)
-
-
-class GlueModel(nn.Module):
-    """The encoder and a fresh head on the first token's state (pool "cls", the paper) or on the mean of the words
-    (pool "mean"); a pair's means u (A) and v (B) as in Sentence-BERT (Reimers & Gurevych 2019): [u, v, |u-v|, u*v]."""
-
-    def __init__(self, encoder, n_embd, n_out, hidden, dropout, pool, sep_id, pair):
-        super().__init__()
-        self.encoder, self.pool, self.sep_id, self.pair = encoder, pool, sep_id, pair
-        n_in = 4 * n_embd if pool == "mean" and pair else n_embd
-        self.head = nn.Sequential(nn.Linear(n_in, hidden), nn.Tanh(), nn.Dropout(dropout), nn.Linear(hidden, n_out))
-        for linear in (self.head[0], self.head[3]):
-            nn.init.normal_(linear.weight, mean=0.0, std=0.02)
-            nn.init.zeros_(linear.bias)
-
-    def forward(self, ids, pad_mask):
-        h = self.encoder.encode(ids, pad_mask)                                        # (B, T, C)
-        if self.pool == "cls":
-            return self.head(h[:, 0])                                                 # (B, C) -> (B, n_out)
-        pos = torch.arange(ids.shape[1], device=ids.device)[None, :]                  # (1, T)
-        words = pad_mask & (pos > 0) & (ids != self.sep_id)                           # not [CLS], [SEP], padding
-        if not self.pair:
-            return self.head(mean_of(h, words))
-        first_sep = torch.where(ids == self.sep_id, pos, ids.shape[1]).min(1, keepdim=True).values   # (B, 1)
-        u, v = mean_of(h, words & (pos < first_sep)), mean_of(h, words & (pos > first_sep))
-        return self.head(torch.cat([u, v, (u - v).abs(), u * v], dim=-1))             # (B, 4C) -> (B, n_out)
+# The schedule, fine-tuning, one task's runs (the model, GlueModel, and encode are in classifier.py).
 
 
 def lr_at(step, total, peak, warmup=PAPER["warmup"]):
@@ -140,26 +84,6 @@ def finetune(model, ids, labels, args, seed, device, desc):
         scaler.step(optimizer)
         scaler.update()
     return loss.item()
-
-
-@torch.no_grad()
-def predict(model, ids, args, device, progress=False):
-    """The head's outputs (N, n_out) as float32, for every example in input order: class logits, or the value."""
-    model.eval()
-    order = np.argsort([len(s) for s in ids], kind="stable")  # similar lengths share a batch: little padding
-    chunks = np.array_split(order, range(args.eval_batch_size, len(ids), args.eval_batch_size))
-    outs, dtype = [], amp_dtype(device)
-    for chunk in tqdm(chunks, unit="batch", disable=not progress, leave=False, dynamic_ncols=True):
-        with autocast(device, dtype):
-            outs.append(model(*collate([ids[i] for i in chunk], args.pad_id, device)).float().cpu().numpy())
-    out = np.empty((len(ids), outs[0].shape[1]), dtype=np.float32)
-    out[order] = np.concatenate(outs)
-    return out
-
-
-def decide(out):
-    """Predictions from the head's outputs (N, n_out): class ids (the largest logit), or the value (N,)."""
-    return out[:, 0].astype(np.float64) if out.shape[1] == 1 else out.argmax(axis=1)
 
 
 def run_task(task, train, devs, weights, cfg, tok, args, device, outputs, report, keep=False):
@@ -275,9 +199,8 @@ def run(args):
             raise CramError(f"--{name} must be {what} (got {value})")
     tasks = pick_tasks(args)
     if args.save_model:  # before any work: a folder that is not a saved classifier is never overwritten
-        from classify import check_save_dir
         check_save_dir(args.save_model, tasks)
-    device, (pretrained, cfg, meta) = pick_device(args.device), load_model(args.ckpt, "cpu")
+    device, (pretrained, cfg, meta) = pick_device(args.device), load_pretrained(args.ckpt, "cpu")
     args.recipe = cfg.preset if cfg.preset in RECIPES else "paper"  # a config written by hand may say "auto"
     vars(args).update({k: v for k, v in RECIPES[args.recipe].items() if getattr(args, k) is None})  # a flag wins
     vocab, seq_len = pretrained.embed.tok.weight.shape[0], pretrained.embed.pos_table.shape[0]
@@ -315,7 +238,6 @@ def run(args):
         "settings": vars(args), "run": info, **r, "average": average(r["table"]), "average_over": list(r["table"]),
         **({f"random_init_{k}": v for k, v in report[True].items()} if args.vs_random else {})}, indent=1)
     if keep:
-        from classify import save_classifier
         task, train, _ = next(iter(data.values()))
         save_classifier(args.save_model, task, keep, cfg, tok, args)
     for name, text in outputs.items():  # only now, all at once, glue.json last: a failed run leaves the earlier ones

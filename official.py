@@ -19,8 +19,7 @@ from pathlib import Path
 
 import torch
 
-from cram import Config, CramError, CrammedBERT, check_config
-from prepare import Tok, die
+from cram import Config, CramError, CrammedBERT, check_config, load_model
 
 # Every option of the release's "arch" (the official cramming/config/arch/crammed-bert.yaml), dotted for the nested
 # "attention" and "embedding" groups, in three kinds:
@@ -40,7 +39,6 @@ IRRELEVANT = {"architectures", "hidden_dropout_prob", "embedding.dropout_prob", 
               "attention.seq_op_in_fp32", "embedding.stable_low_precision", "embedding.pad_token_id", "init", "loss",
               "sparse_prediction", "num_labels", "classification_head"}
 SIZES = ("embedding.vocab_size", "embedding.max_seq_length", "embedding.embedding_dim")  # the last = hidden_size
-HF_TOKENIZER_FILES = ("special_tokens_map.json", "tokenizer_config.json")  # beside tokenizer.json: a HF folder
 HUB_NAME = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")  # owner/name, as JonasGeiping/crammed-bert
 
 
@@ -204,6 +202,12 @@ def find_folder(path):
                         f"{by_hand}") from None
 
 
+def load_pretrained(path, device="cpu"):
+    """What every tool loads: a cram.py checkpoint (a file), else the paper's released folder or its hub name
+    (JonasGeiping/crammed-bert). Returns (model, cfg, meta); a release's meta["folder"] says where it is."""
+    return load_model(path, device) if os.path.isfile(path) else load_release(path, device)
+
+
 def load_release(path, device="cpu"):
     """cram.load_model for the paper's released folder (or its hub name): (model, cfg with preset "paper", meta)."""
     folder = find_folder(str(path))
@@ -220,33 +224,3 @@ def load_release(path, device="cpu"):
                                    "seq_len": seq_len}
 
 
-# The tokenizer: tokenizer.json, its special tokens by name from special_tokens_map.json / tokenizer_config.json.
-def is_hf_tokenizer_folder(folder):
-    """No meta.json (prepare.py's), but a Hugging Face tokenizer's files: the release, or a classifier saved from it."""
-    return not (folder / "meta.json").is_file() and any((folder / n).is_file() for n in HF_TOKENIZER_FILES)
-
-
-def hf_tokenizer(folder):
-    """A prepare.Tok over the folder's tokenizer.json: the special ids of the tokens its files name (the release:
-    <pad> <unk> <cls> <sep> <mask>, ids of its own). A single text is fine-tuned as the official evaluation frames it
-    (cramming/data/downstream_task_preparation.py): a pair with an empty second, <cls> A <sep> <sep>, because the
-    tokenizer's own single template, A <sep>, has no <cls> for the head to read."""
-    from tokenizers import Tokenizer
-    names = {}
-    try:
-        for name in reversed(HF_TOKENIZER_FILES):  # special_tokens_map.json wins where both name a token
-            spec = json.loads((folder / name).read_text(encoding="utf-8")) if (folder / name).is_file() else {}
-            names |= {k.removesuffix("_token"): v.get("content") if isinstance(v, dict) else v
-                      for k, v in spec.items() if k.endswith("_token") and v}  # a name, or {"content": name, ...}
-        tok = Tok("wordpiece", Tokenizer.from_file(str(folder / "tokenizer.json")))
-        spec = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
-    except Exception as e:  # not JSON, not a tokenizer (tokenizers raises a bare Exception), missing
-        die(f"cannot load the tokenizer in {folder} ({type(e).__name__}: {' '.join(str(e).split())[:120]}): "
-            "download the model folder again")
-    tok.kind = spec["model"]["type"].lower()  # "wordpiece" for the release: fill_mask shows its "##" pieces
-    for kind in ("pad", "unk", "cls", "sep", "mask"):
-        if (i := tok.backend.token_to_id(names.get(kind) or "")) is None:
-            die(f"{folder}: no {kind} token {names.get(kind)!r} in tokenizer.json (named in {HF_TOKENIZER_FILES})")
-        tok.special[kind] = i
-    tok.single_as_pair = True
-    return tok

@@ -22,23 +22,19 @@ import os
 import re
 import shutil
 import socket
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
+from errors import die
 from hardware import safe_console
+from tokenizer import SPECIALS, Tok, gpt2_tok, hf_tokenizer, is_hf_tokenizer_folder, train_wordpiece
 
-SPECIALS = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}  # ids 0..4, in order
 SUFFIXES = (".txt", ".txt.gz", ".jsonl", ".jsonl.gz")  # and WikiExtractor's own wiki_00, wiki_01, ...
 WIKI_DOC = re.compile(r"^<doc [^\n]*\n(.*?)^</doc>", re.M | re.S)  # an article: its title line and paragraphs
 BATCH_DOCS, BATCH_CHARS = 2000, 8_000_000  # one encode call: enough work for every core, bounded memory
-
-
-def die(msg):  # one line, named after the script: prepare.py, or cram.py and finetune_glue.py reading a set
-    raise SystemExit(f"{Path(sys.argv[0]).name}: error: {msg}")
 
 
 # Text: generators of documents, so memory stays bounded however large the corpus; the same order on every pass.
@@ -96,54 +92,6 @@ def batches(args):  # the stripped, non-empty documents in lists for one encode 
         yield batch
 
 
-# Tokenizers: one small interface over the trained WordPiece (tokenizers) and GPT-2's BPE (tiktoken).
-class Tok:
-    """What cram.py and finetune_glue.py use: encode_batch (adds no specials), decode, special ids, vocab_size."""
-
-    def __init__(self, kind, backend):
-        self.kind, self.backend, first = kind, backend, 50257 if kind == "gpt2" else 0  # GPT-2's ids: 0..50256
-        self.special = {k: first + i for i, k in enumerate(SPECIALS)}  # just above them, or 0..4 (train_wordpiece)
-        self.single_as_pair = False  # fine-tuning: [CLS] A [SEP]; True: [CLS] A [SEP] [SEP] (the paper's release)
-        self.vocab_size = first + len(SPECIALS) if kind == "gpt2" else backend.get_vocab_size()
-
-    def encode_raw(self, texts):
-        """The library's own batch call, on every core: tiktoken's lists of ids, or tokenizers' Encodings."""
-        if self.kind == "gpt2":
-            return self.backend.encode_ordinary_batch(texts, num_threads=os.cpu_count() or 1)
-        # encode_batch_fast skips the character offsets we never use: the same ids, about 1.5x faster
-        return getattr(self.backend, "encode_batch_fast", self.backend.encode_batch)(texts, add_special_tokens=False)
-
-    def encode_batch(self, texts):
-        return [e if self.kind == "gpt2" else e.ids for e in self.encode_raw(texts)]
-
-    def decode(self, ids):
-        if self.kind != "gpt2":
-            return self.backend.decode([int(i) for i in ids], skip_special_tokens=False)
-        names = {i: SPECIALS[k].encode() for k, i in self.special.items()}  # tiktoken knows nothing of our specials
-        pieces = (names.get(i) or self.backend.decode_single_token_bytes(i) for i in map(int, ids))
-        return b"".join(pieces).decode("utf-8", errors="replace")
-
-
-def gpt2_tok():
-    import tiktoken
-    try:
-        return Tok("gpt2", tiktoken.get_encoding("gpt2"))
-    except Exception as e:
-        die(f"cannot load tiktoken's gpt2 files ({type(e).__name__}): go online once, or set TIKTOKEN_CACHE_DIR")
-
-
-def train_wordpiece(docs, vocab_size):
-    """The paper's tokenizer: WordPiece trained on our own text, uncased ASCII, specials pinned to 0..4."""
-    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tok.normalizer = normalizers.Sequence([normalizers.NFD(), normalizers.Lowercase(), normalizers.StripAccents(),
-                                           normalizers.Replace(Regex(r"[^\x00-\x7f]"), "")])
-    tok.pre_tokenizer, tok.decoder = pre_tokenizers.BertPreTokenizer(), decoders.WordPiece(prefix="##")
-    tok.train_from_iterator(docs, trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=[*SPECIALS.values()]))
-    assert [tok.token_to_id(s) for s in SPECIALS.values()] == [0, 1, 2, 3, 4], "the special ids moved"
-    return Tok("wordpiece", tok)
-
-
 def read_meta(data_dir):
     try:  # JSON, with every field that cram.py and finetune_glue.py read, of the type prepare.py writes
         meta = json.loads((path := Path(data_dir) / "meta.json").read_text(encoding="utf-8"))
@@ -157,10 +105,9 @@ def read_meta(data_dir):
 
 
 def load_tokenizer(data_dir, vocab=None):
-    """A prepared set's tokenizer, or a Hugging Face folder's (official.py). With vocab: the one a model was trained
+    """A prepared set's tokenizer, or a Hugging Face folder's (hf_tokenizer). With vocab: the one a model was trained
     with (cram.py copies meta.json and tokenizer.json beside ckpt.pt), checked against the model's vocabulary."""
     fix = "pass --tokenizer_dir with the data the model was trained on" if vocab else "prepare the data again"
-    from official import hf_tokenizer, is_hf_tokenizer_folder  # the paper's release: a Hugging Face tokenizer folder
     if is_hf_tokenizer_folder(Path(data_dir)):  # no meta.json but special_tokens_map.json or tokenizer_config.json
         tok = hf_tokenizer(Path(data_dir))
     elif vocab and not (Path(data_dir) / "meta.json").is_file():

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cram import CramError
+from errors import CramError
 
 HUB_NAME, HUB_URL = "nyu-mll/glue", "https://huggingface.co"
 BINARY, NLI2, NLI3 = ("0", "1"), ("entailment", "not_entailment"), ("entailment", "neutral", "contradiction")

@@ -14,6 +14,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+import classifier  # noqa: E402
 import finetune_glue as fg  # noqa: E402
 import tasks  # noqa: E402
 from cram import Config, CrammedBERT  # noqa: E402
@@ -110,7 +111,8 @@ def test_before_ampere_fine_tuning_runs_fp16_with_a_grad_scaler(ckpt, glue, tmp_
     def spy(self, *args, **kw):
         seen.add(torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else None)
         return encode(self, *args, **kw)
-    monkeypatch.setattr(fg, "amp_dtype", lambda device: torch.float16)  # what cram.amp_dtype gives a T4
+    for module in (fg, classifier):  # training, and prediction: what hardware.amp_dtype gives a T4
+        monkeypatch.setattr(module, "amp_dtype", lambda device: torch.float16)
     monkeypatch.setattr(torch.amp, "GradScaler", SpyScaler)
     monkeypatch.setattr(CrammedBERT, "encode", spy)
     table = fg.main([str(ckpt), "--glue_dir", str(glue), "--tasks", "rte", "--epochs", "1", "--seeds", "1",
@@ -274,10 +276,10 @@ def test_max_train_keeps_the_first_rows(glue):
 # ---------------------------------------------------------------------------------------------- inputs
 
 def test_pair_truncation_cuts_the_longer_side_first():
-    assert fg.truncate_pair([1] * 3, [2] * 4, 10) == ([1] * 3, [2] * 4)
-    assert fg.truncate_pair([1] * 100, [2] * 5, 20) == ([1] * 15, [2] * 5)
-    assert fg.truncate_pair([1] * 5, [2] * 100, 20) == ([1] * 5, [2] * 15)
-    a, b = fg.truncate_pair([1] * 50, [2] * 60, 20)
+    assert classifier.truncate_pair([1] * 3, [2] * 4, 10) == ([1] * 3, [2] * 4)
+    assert classifier.truncate_pair([1] * 100, [2] * 5, 20) == ([1] * 15, [2] * 5)
+    assert classifier.truncate_pair([1] * 5, [2] * 100, 20) == ([1] * 5, [2] * 15)
+    a, b = classifier.truncate_pair([1] * 50, [2] * 60, 20)
     assert (len(a), len(b)) == (10, 10)
 
 

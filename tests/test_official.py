@@ -15,7 +15,8 @@ import finetune_glue as fg  # noqa: E402
 import official  # noqa: E402
 import prepare  # noqa: E402
 import tasks  # noqa: E402
-from cram import Config, CramError, CrammedBERT, load_model  # noqa: E402
+from cram import Config, CramError, CrammedBERT  # noqa: E402
+from official import load_pretrained  # noqa: E402  (a checkpoint or a release folder)
 
 TINY = ROOT.parent / "shared/data/official_tiny"  # made by the official code: see ../shared/README.md
 needs_tiny = pytest.mark.skipif(not (TINY / "expected.safetensors").is_file(), reason="no ../shared/data/official_tiny")
@@ -45,7 +46,7 @@ def write_release(model, folder, bin_format=False):
 
 def refused(path, *needles):
     with pytest.raises(CramError) as e:
-        load_model(str(path))
+        load_pretrained(str(path))
     message = str(e.value)
     assert "\n" not in message and all(n in message for n in needles), message
     return message
@@ -55,7 +56,7 @@ def refused(path, *needles):
 
 def test_ours_to_the_release_layout_and_back_is_the_same_model(tmp_path):
     model = ours()
-    loaded, cfg, meta = load_model(str(write_release(model, tmp_path / "rel")))
+    loaded, cfg, meta = load_pretrained(str(write_release(model, tmp_path / "rel")))
     assert cfg.preset == "paper" and (cfg.n_layer, cfg.n_embd, cfg.n_head, cfg.ffn_hidden) == (2, 32, 4, 64)
     assert meta["folder"] == str(tmp_path / "rel") and (meta["vocab_size"], meta["seq_len"]) == (50, 16)
     assert loaded.state_dict().keys() == model.state_dict().keys()
@@ -64,7 +65,7 @@ def test_ours_to_the_release_layout_and_back_is_the_same_model(tmp_path):
 
 def test_the_older_pytorch_model_bin_loads_the_same_weights(tmp_path):
     model = ours()
-    loaded, _, _ = load_model(str(write_release(model, tmp_path / "rel", bin_format=True)))
+    loaded, _, _ = load_pretrained(str(write_release(model, tmp_path / "rel", bin_format=True)))
     assert all(torch.equal(w, model.state_dict()[k]) for k, w in loaded.state_dict().items())
 
 
@@ -178,7 +179,7 @@ def expected():
 
 
 def assert_computes_the_official_function(folder, expected):
-    model, _, _ = load_model(str(folder))
+    model, _, _ = load_pretrained(str(folder))
     with torch.no_grad():
         hidden = model.eval().encode(expected["input_ids"])                               # (3, T, 64), no pad mask
         logits = hidden @ model.embed.tok.weight.T                                         # (3, T, 1024)

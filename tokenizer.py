@@ -1,0 +1,97 @@
+"""How text becomes ids: the tokenizers behind one small interface (Tok), as prepare.py trains or picks them.
+
+- the paper's: a WordPiece vocabulary trained on the pretraining text itself (train_wordpiece; the tokenizers
+  library), uncased ASCII, the five special tokens at ids 0..4 (SPECIALS);
+- GPT-2's byte-level BPE (gpt2_tok; tiktoken), our special tokens just above its 50257 ids;
+- a Hugging Face tokenizer folder (hf_tokenizer): the paper's released model, or a folder official.py exported.
+prepare.load_tokenizer picks the one a prepared data set or a model folder was made with.
+"""
+import json
+import os
+
+from errors import die
+
+SPECIALS = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}  # ids 0..4, in order
+
+
+class Tok:
+    """What cram.py and finetune_glue.py use: encode_batch (adds no specials), decode, special ids, vocab_size."""
+
+    def __init__(self, kind, backend):
+        self.kind, self.backend, first = kind, backend, 50257 if kind == "gpt2" else 0  # GPT-2's ids: 0..50256
+        self.special = {k: first + i for i, k in enumerate(SPECIALS)}  # just above them, or 0..4 (train_wordpiece)
+        self.single_as_pair = False  # fine-tuning: [CLS] A [SEP]; True: [CLS] A [SEP] [SEP] (the paper's release)
+        self.vocab_size = first + len(SPECIALS) if kind == "gpt2" else backend.get_vocab_size()
+
+    def encode_raw(self, texts):
+        """The library's own batch call, on every core: tiktoken's lists of ids, or tokenizers' Encodings."""
+        if self.kind == "gpt2":
+            return self.backend.encode_ordinary_batch(texts, num_threads=os.cpu_count() or 1)
+        # encode_batch_fast skips the character offsets we never use: the same ids, about 1.5x faster
+        return getattr(self.backend, "encode_batch_fast", self.backend.encode_batch)(texts, add_special_tokens=False)
+
+    def encode_batch(self, texts):
+        return [e if self.kind == "gpt2" else e.ids for e in self.encode_raw(texts)]
+
+    def decode(self, ids):
+        if self.kind != "gpt2":
+            return self.backend.decode([int(i) for i in ids], skip_special_tokens=False)
+        names = {i: SPECIALS[k].encode() for k, i in self.special.items()}  # tiktoken knows nothing of our specials
+        pieces = (names.get(i) or self.backend.decode_single_token_bytes(i) for i in map(int, ids))
+        return b"".join(pieces).decode("utf-8", errors="replace")
+
+
+def gpt2_tok():
+    import tiktoken
+    try:
+        return Tok("gpt2", tiktoken.get_encoding("gpt2"))
+    except Exception as e:
+        die(f"cannot load tiktoken's gpt2 files ({type(e).__name__}): go online once, or set TIKTOKEN_CACHE_DIR")
+
+
+def train_wordpiece(docs, vocab_size):
+    """The paper's tokenizer: WordPiece trained on our own text, uncased ASCII, specials pinned to 0..4."""
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.Sequence([normalizers.NFD(), normalizers.Lowercase(), normalizers.StripAccents(),
+                                           normalizers.Replace(Regex(r"[^\x00-\x7f]"), "")])
+    tok.pre_tokenizer, tok.decoder = pre_tokenizers.BertPreTokenizer(), decoders.WordPiece(prefix="##")
+    tok.train_from_iterator(docs, trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=[*SPECIALS.values()]))
+    assert [tok.token_to_id(s) for s in SPECIALS.values()] == [0, 1, 2, 3, 4], "the special ids moved"
+    return Tok("wordpiece", tok)
+
+
+# A Hugging Face tokenizer folder (the paper's release, a folder exported by official.py, a classifier kept from
+# them): tokenizer.json, its special tokens named in special_tokens_map.json / tokenizer_config.json.
+HF_TOKENIZER_FILES = ("special_tokens_map.json", "tokenizer_config.json")
+
+
+def is_hf_tokenizer_folder(folder):
+    """No meta.json (prepare.py's), but a Hugging Face tokenizer's files: the release, or a classifier saved from it."""
+    return not (folder / "meta.json").is_file() and any((folder / n).is_file() for n in HF_TOKENIZER_FILES)
+
+
+def hf_tokenizer(folder):
+    """A prepare.Tok over the folder's tokenizer.json: the special ids of the tokens its files name (the release:
+    <pad> <unk> <cls> <sep> <mask>, ids of its own). A single text is fine-tuned as the official evaluation frames it
+    (cramming/data/downstream_task_preparation.py): a pair with an empty second, <cls> A <sep> <sep>, because the
+    tokenizer's own single template, A <sep>, has no <cls> for the head to read."""
+    from tokenizers import Tokenizer
+    names = {}
+    try:
+        for name in reversed(HF_TOKENIZER_FILES):  # special_tokens_map.json wins where both name a token
+            spec = json.loads((folder / name).read_text(encoding="utf-8")) if (folder / name).is_file() else {}
+            names |= {k.removesuffix("_token"): v.get("content") if isinstance(v, dict) else v
+                      for k, v in spec.items() if k.endswith("_token") and v}  # a name, or {"content": name, ...}
+        tok = Tok("wordpiece", Tokenizer.from_file(str(folder / "tokenizer.json")))
+        spec = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
+    except Exception as e:  # not JSON, not a tokenizer (tokenizers raises a bare Exception), missing
+        die(f"cannot load the tokenizer in {folder} ({type(e).__name__}: {' '.join(str(e).split())[:120]}): "
+            "download the model folder again")
+    tok.kind = spec["model"]["type"].lower()  # "wordpiece" for the release: fill_mask shows its "##" pieces
+    for kind in ("pad", "unk", "cls", "sep", "mask"):
+        if (i := tok.backend.token_to_id(names.get(kind) or "")) is None:
+            die(f"{folder}: no {kind} token {names.get(kind)!r} in tokenizer.json (named in {HF_TOKENIZER_FILES})")
+        tok.special[kind] = i
+    tok.single_as_pair = True
+    return tok
