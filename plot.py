@@ -114,7 +114,8 @@ def draw_model(plt, preset):
     plus(enc, x, 10.5)
     box(enc, x, 9.5, "LayerNorm", "norm", shape=s["embed"])
     box(enc, x, 8.1, f"Block x {cfg.n_layer}\n(one block: right)", "attn", h=1.1, shape=s["block"])
-    box(enc, x, 6.6, f"keep the k = {k} masked positions\n(sparse prediction)", "out", h=0.9, shape=f"(B, {k}, {cfg.n_embd})")
+    box(enc, x, 6.6, f"keep the k = {k} masked positions\n(sparse prediction)", "out", h=0.9,
+        shape=s["final"])  # what the final LayerNorm receives (encode gathers the positions before it)
     box(enc, x, 5.3, "final LayerNorm", "norm", shape=s["final"])
     box(enc, x, 4.1, r"tied decoder: $h\,E^T$  (no bias)", "out", shape=s["logits"])
     box(enc, x, 2.8, f"cross-entropy against the {k} targets (B, {k})\n= the MLM loss, in nats", "io", h=0.9)

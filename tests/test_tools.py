@@ -21,7 +21,8 @@ import exercises  # noqa: E402
 import plot  # noqa: E402
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
-PAGES = {"README.md": README} | {f"docs/{p.name}": p.read_text(encoding="utf-8") for p in sorted((ROOT / "docs").glob("*.md"))}
+PAGES = {"README.md": README} | {f"docs/{p.name}": p.read_text(encoding="utf-8")  # the pages the README links
+                                 for p in sorted((ROOT / "docs").glob("*.md"))}
 
 
 def write_metrics(run_dir, n=20, mask_column=True):
