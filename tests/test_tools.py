@@ -181,6 +181,13 @@ def test_your_own_task_runs_as_the_readme_writes_it(ckpt, tmp_path, monkeypatch)
     assert labelled[0] == "text,label,prediction,probability" and len(labelled) == 1 + 444
 
 
+def test_ci_runs_the_your_task_page_s_commands_verbatim():
+    first_block = re.findall(r"```bash\n(.*?)```", PAGES["docs/your_task.md"], flags=re.S)[0]
+    ci = (ROOT / ".ci" / "run").read_text()
+    for line in commands(first_block):
+        assert line in ci, f"CI must run docs/your_task.md's command verbatim: {line}"
+
+
 def test_the_scaling_exercise_runs_as_written(tmp_path, capsys):
     """docs/scaling.md's commands, each run for 2 steps on toy data (its own shapes and flags), then its plots."""
     from test_cram import write_data
