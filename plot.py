@@ -3,12 +3,14 @@
     python plot.py out                                  # -> out/training.png
     python plot.py out out_postnorm --png compare.png   # several runs on the same axes, labelled by folder
     python plot.py runs/sweep/* --x tokens              # runs of other sizes on one axis of compute (log scale)
+    python plot.py --model --preset tiny --png docs/model.png   # a picture of the model itself, with its shapes
 
 --x picks the axis: budget (% used, the default), seconds (of budget), tokens (seen) or flops (training FLOPs:
 tokens x the model's FLOPs per token, which cram.py logs): the last two compare models of different sizes.
 
 Reads <run>/metrics.jsonl (one JSON object per optimizer step, plus one per evaluation). matplotlib is an optional
 extra (`pip install matplotlib`), imported only here: cram.py itself never needs it.
+--model draws cram.CrammedBERT instead: the whole encoder and one block, every shape read off a real forward pass.
 """
 import argparse
 import json
@@ -46,22 +48,160 @@ def read_metrics(run_dir, x="budget"):
     return steps, evals
 
 
-def main(argv=None):
-    safe_console()  # a folder name the console's encoding lacks is printed escaped (Windows: cp1252)
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("runs", nargs="+", help="cram.py output folders (each holds metrics.jsonl)")
-    p.add_argument("--png", default=None, help="image to write (default: <first run>/training.png)")
-    p.add_argument("--x", default="budget", choices=list(AXES), help="the horizontal axis (default: budget)")
-    args = p.parse_args(argv)
-    runs = [(run, *read_metrics(run, args.x)) for run in args.runs]
-    key, scale, label = AXES[args.x]
-    compare = args.x in ("tokens", "flops")
+# ----------------------------------------------------------------------------------------------------------------
+# --model: a picture of cram.CrammedBERT, for slides. The shapes come from forward hooks on a real model of the preset.
+
+VOCAB = {"tiny": 8192, "paper": 32768}  # the main job's vocabulary (prepare.py --vocab_size 8192); the paper's
+
+
+def model_shapes(preset, batch=2):
+    """(cfg, vocab, k, shapes, params): each stage's output shape on `batch` rows of 128 tokens, read off hooks."""
+    import torch
+    import cram
+    cfg = cram.Config(**{**cram.PRESETS[preset], "preset": preset})
+    T, V, k = 128, VOCAB[preset], round(cfg.mask_rate * 128)
+    model = cram.CrammedBERT(cfg, V, T).eval()
+    b = model.blocks[0]
+    stages = {"tok": model.embed.tok, "embed": model.embed, "norm1": b.norm1, "qkv": b.attn.qkv, "attn": b.attn,
+              "up": b.ffn.up, "down": b.ffn.down, "block": b, "final": model.final_norm, "logits": model}
+    shapes = {}
+
+    def keep(name):  # a forward hook that returns None leaves the output as it is
+        return lambda module, inputs, out: shapes.__setitem__(name, tuple(out.shape))
+    hooks = [m.register_forward_hook(keep(n)) for n, m in stages.items()]
+    ids = torch.randint(5, V, (batch, T), generator=torch.Generator().manual_seed(0))
+    positions = torch.rand(batch, T, generator=torch.Generator().manual_seed(0)).topk(k, dim=1).indices  # (B, k)
+    with torch.no_grad():
+        model(ids, positions)
+    for h in hooks:
+        h.remove()
+    shapes = {n: "(B, " + ", ".join(map(str, s[1:])) + ")" for n, s in shapes.items()}  # rows of a micro-batch: B
+    params = {"all": sum(p.numel() for p in model.parameters()), "embedding": model.embed.tok.weight.numel(),
+              "block": sum(p.numel() for p in b.parameters())}
+    return cfg, V, k, shapes, params
+
+
+def draw_model(plt, preset):
+    """The whole encoder (left) and one pre-LN block (right), top to bottom, with the shape after each stage."""
+    from matplotlib.patches import FancyBboxPatch
+    cfg, V, k, s, n = model_shapes(preset)
+    fig = plt.figure(figsize=(13, 8.6))
+    colors = {"emb": "#cfe2f3", "norm": "#e6e6e6", "attn": "#fce5cd", "ffn": "#d9ead3", "out": "#e4d7f0", "io": "white"}
+
+    def box(ax, x, y, text, kind, w=4.4, h=0.72, shape=None):
+        ax.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0.04,rounding_size=0.12",
+                                    fc=colors[kind], ec="#444", lw=1.2 if kind != "io" else 0))
+        ax.text(x, y, text, ha="center", va="center", fontsize=10.5)
+        if shape:  # the output's shape, beside the arrow that leaves the box
+            ax.text(x + 0.15, y - h / 2 - 0.2, shape, ha="left", va="center", fontsize=9.5, family="monospace",
+                    color="#1f4e79")
+
+    def arrow(ax, a, b, **kw):
+        ax.annotate("", xy=b, xytext=a, arrowprops=dict(arrowstyle="-|>", color="#333", lw=1.3, **kw))
+
+    def plus(ax, x, y):
+        ax.add_patch(plt.Circle((x, y), 0.22, fc="white", ec="#333", lw=1.3))
+        ax.text(x, y, "+", ha="center", va="center", fontsize=14)
+
+    enc, blk = fig.add_axes([0.0, 0.0, 0.5, 0.92]), fig.add_axes([0.5, 0.0, 0.5, 0.92])
+    for ax in (enc, blk):
+        ax.set_xlim(0, 10), ax.set_ylim(0, 13.4), ax.axis("off")
+    # the encoder, left
+    x = 4.2
+    box(enc, x, 12.8, f"token ids (B, T = 128): {k} of each row masked", "io")
+    box(enc, x, 11.6, f"token embedding E  ({V:,} x {cfg.n_embd})", "emb", shape=s["tok"])
+    box(enc, 8.1, 10.5, f"positions: sin/cos table (128, {cfg.n_embd})\nx one learned scalar", "emb", w=3.7, h=0.9)
+    plus(enc, x, 10.5)
+    box(enc, x, 9.5, "LayerNorm", "norm", shape=s["embed"])
+    box(enc, x, 8.1, f"Block x {cfg.n_layer}\n(one block: right)", "attn", h=1.1, shape=s["block"])
+    box(enc, x, 6.6, f"keep the k = {k} masked positions\n(sparse prediction)", "out", h=0.9,
+        shape=s["final"])  # what the final LayerNorm receives (encode gathers the positions before it)
+    box(enc, x, 5.3, "final LayerNorm", "norm", shape=s["final"])
+    box(enc, x, 4.1, r"tied decoder: $h\,E^T$  (no bias)", "out", shape=s["logits"])
+    box(enc, x, 2.8, f"cross-entropy against the {k} targets (B, {k})\n= the MLM loss, in nats", "io", h=0.9)
+    for a, b in ((12.55, 11.96), (11.24, 10.72), (10.28, 9.86), (9.14, 8.65), (7.55, 7.05), (6.15, 5.66),
+                 (4.94, 4.46), (3.74, 3.25)):
+        arrow(enc, (x, a), (x, b))
+    arrow(enc, (6.25, 10.5), (4.42, 10.5))
+    enc.plot([2.0, 1.2, 1.2], [11.6, 11.6, 4.1], color="#555", lw=1.2, ls="--")  # the decoder is the embedding
+    arrow(enc, (1.2, 4.1), (1.96, 4.1), linestyle="--")
+    enc.text(1.05, 7.9, "the same weights E", rotation=90, ha="right", va="center", fontsize=9.5, color="#555")
+    enc.text(x, 13.35, "the encoder", ha="center", fontsize=12, weight="bold")
+    enc.text(0.3, 1.6, f"{n['all'] / 1e6:.2f} M parameters: the embedding {n['embedding'] / 1e6:.2f} M, "
+             f"each block {n['block'] / 1e6:.2f} M.\nC = {cfg.n_embd} wide, {cfg.n_head} heads of "
+             f"D = {cfg.n_embd // cfg.n_head}; B = rows in a micro-batch ({cfg.micro_batch}).\n"
+             "No biases in the block's Linears; no dropout in pretraining.", fontsize=9.5, va="top")
+    # one block, right
+    x, C, F = 4.0, cfg.n_embd, cfg.ffn_hidden
+    bias = r" - \mathrm{slope}\,|i - j|" if cfg.local_bias > 0 else ""  # the tiny preset's local bias (docs/notes.md)
+    box(blk, x, 12.8, f"x  {s['embed']}", "io")
+    box(blk, x, 11.8, "LayerNorm", "norm", shape=s["norm1"])
+    box(blk, x, 10.75, f"qkv: Linear {C} -> 3 x {C}", "attn", shape=s["qkv"])
+    box(blk, x, 9.7, f"{cfg.n_head} heads: q, k, v each (B, {cfg.n_head}, 128, {C // cfg.n_head})", "attn")
+    box(blk, x, 8.55, rf"$\mathrm{{softmax}}(q k^T / \sqrt{{D}}{bias})\,v$" + "\n(local bias: tiny only)" * bool(bias),
+        "attn", w=5.0, h=0.8,
+        shape=f"(B, {cfg.n_head}, 128, {C // cfg.n_head}) -> (B, 128, {C})")
+    box(blk, x, 7.45, f"out: Linear {C} -> {C}", "attn", shape=s["attn"])
+    plus(blk, x, 6.6)
+    box(blk, x, 5.7, "LayerNorm", "norm")
+    box(blk, x, 4.7, f"up: Linear {C} -> {F}", "ffn", shape=s["up"])
+    box(blk, x, 3.65, f"split in halves x, gate: GELU(gate) * x", "ffn", w=5.0, shape=f"(B, 128, {F // 2})")
+    box(blk, x, 2.6, f"down: Linear {F // 2} -> {C}", "ffn", shape=s["down"])
+    plus(blk, x, 1.75)
+    box(blk, x, 0.95, f"to the next block  {s['block']}", "io")
+    for a, b in ((12.55, 12.16), (11.44, 11.11), (10.39, 10.06), (9.34, 8.95), (8.15, 7.81), (7.09, 6.82),
+                 (6.38, 6.06), (5.34, 5.06), (4.34, 4.01), (3.29, 2.96), (2.24, 1.97), (1.53, 1.2)):
+        arrow(blk, (x, a), (x, b))
+    for top, bottom in ((12.35, 6.6), (6.2, 1.75)):  # the residual paths: x + Attn(LN(x)), then x + FFN(LN(x))
+        blk.plot([x, 8.6, 8.6], [top, top, bottom], color="#333", lw=1.3)
+        arrow(blk, (8.6, bottom), (x + 0.24, bottom))
+    blk.text(8.8, 9.5, "residual", rotation=90, va="center", fontsize=9.5, color="#555")
+    blk.text(8.8, 3.9, "residual", rotation=90, va="center", fontsize=9.5, color="#555")
+    blk.text(x, 13.35, "one block (pre-LN)", ha="center", fontsize=12, weight="bold")
+    blk.text(0.2, 9.1, "attention", rotation=90, va="center", fontsize=11, color="#b45f06")
+    blk.text(0.2, 3.6, "gated-GELU\nfeed-forward", rotation=90, va="center", ha="center", fontsize=11, color="#38761d")
+    fig.suptitle(f"crammed BERT, preset {preset!r}: {cfg.n_layer} pre-LN blocks x {cfg.n_embd} wide, "
+                 f"vocabulary {V:,} (cram.py; shapes from a forward pass)", fontsize=13, y=0.975)
+    return fig
+
+
+def pyplot():
     try:
         import matplotlib
         matplotlib.use("Agg")  # files only, no screen needed
         import matplotlib.pyplot as plt
     except ImportError:
         raise SystemExit("plot.py: error: matplotlib is not installed: pip install matplotlib")
+    return plt
+
+
+def save(fig, png):
+    tmp = png + ".tmp.png"
+    fig.savefig(tmp, dpi=110)  # written whole, then renamed: never a half-written picture
+    os.replace(tmp, png)
+    print(f"plot.py: wrote {png}")
+    return png
+
+
+def main(argv=None):
+    safe_console()  # a folder name the console's encoding lacks is printed escaped (Windows: cp1252)
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("runs", nargs="*", help="cram.py output folders (each holds metrics.jsonl)")
+    p.add_argument("--png", default=None, help="image to write (default: <first run>/training.png; --model: model.png)")
+    p.add_argument("--x", default="budget", choices=list(AXES), help="the horizontal axis (default: budget)")
+    p.add_argument("--model", action="store_true", help="draw the model of --preset instead of runs")
+    p.add_argument("--preset", default="tiny", choices=list(VOCAB), help="with --model: which model (default: tiny)")
+    args = p.parse_args(argv)
+    if args.model:
+        if args.runs:
+            p.error("--model draws the model, not runs: leave out the folders")
+        return save(draw_model(pyplot(), args.preset), args.png or "model.png")
+    if not args.runs:
+        p.error("pass the --out_dir of a cram.py run (or --model)")
+    runs = [(run, *read_metrics(run, args.x)) for run in args.runs]
+    key, scale, label = AXES[args.x]
+    compare = args.x in ("tokens", "flops")
+    plt = pyplot()
 
     fig, (ax_loss, ax_lr, ax_batch) = plt.subplots(3, 1, figsize=(7, 8), sharex=True,
                                                    gridspec_kw={"height_ratios": [2, 1, 1]})
@@ -87,12 +227,7 @@ def main(argv=None):
     for ax in (ax_loss, ax_lr, ax_batch):
         ax.grid(alpha=0.3)
     fig.tight_layout()
-    png = args.png or os.path.join(args.runs[0], "training.png")
-    tmp = png + ".tmp.png"
-    fig.savefig(tmp, dpi=110)  # written whole, then renamed: never a half-written picture
-    os.replace(tmp, png)
-    print(f"plot.py: wrote {png}")
-    return png
+    return save(fig, args.png or os.path.join(args.runs[0], "training.png"))
 
 
 if __name__ == "__main__":

