@@ -201,6 +201,13 @@ def check_masking(cram):
     again = cram.mask_tokens(ids, mask_id, V, 0.25, torch.Generator().manual_seed(1))
     expect(all(torch.equal(a, b) for a, b in zip((inputs, positions, targets), again)),
            "the same generator seed must give the same masks (use only the generator you are given)")
+    gen = torch.Generator().manual_seed(5)
+    first, second = (cram.mask_tokens(ids, mask_id, V, 0.25, gen)[1] for _ in range(2))
+    expect(not torch.equal(first, second), "two calls with one generator gave the same masks: draw from the "
+                                           "generator you are given, don't seed one of your own")
+    short = tensor(cram.mask_tokens(ids[:4, :64], mask_id, V, 0.25, gen)[1], "mask_tokens's positions")
+    expect(short.shape == (4, 16), f"k = round(rate * T): for 4 sequences of T=64 at 25% positions must be (4, 16), "
+                                   f"got {tuple(short.shape)}")
 
     # many rows, a large vocabulary, ids from a small part of it: the random tokens' range and the slots' roles
     B, V = 256, 10_000
@@ -405,6 +412,10 @@ def check_attention(cram):
     expect(not matches(got, attend(scores / math.sqrt(C))), "scale the scores by 1/sqrt(d_head), the width of one "
                                                             "head (C / n_head), not 1/sqrt(C)")
     expect(not matches(got, attend(scores)), "scale the scores by 1/sqrt(d_head) before the softmax")
+    q2, k2, v2 = ((x @ attn.qkv.weight.T).split(C, dim=-1)[j].reshape(B, H, T, C // H) for j in range(3))
+    mixed = (q2 @ k2.transpose(-1, -2) / math.sqrt(C // H)).masked_fill(~keep[:, None, None, :], float("-inf"))
+    expect(not matches(got, (mixed.softmax(-1) @ v2).transpose(1, 2).reshape(B, T, C) @ attn.out.weight.T),
+           "split the heads with view(B, T, H, D).transpose(1, 2): view(B, H, T, D) cuts across positions")
     close(got, attend(scores / math.sqrt(C // H)),
           "Attention vs softmax(q k^T / sqrt(d_head)) v with padding mask", 1e-4)
     scores = (q @ k.transpose(-1, -2)) / math.sqrt(C // H)                        # no mask: pretraining's path

@@ -109,11 +109,17 @@ def test_unknown_exercise_and_missing_file_are_one_line_errors(tmp_path):
 # ---------------------------------------------------------------------------------------------------------------
 # The classroom kit: show, stub, a student's file and line; slips named; right answers written differently pass.
 
+def definition(tree, name):
+    """The def or class `name` ("f", "Class", "Class.method") in a parsed module."""
+    for part in name.split("."):
+        tree = next(n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == part)
+    return tree
+
+
 def replaced(source, name, code):
-    """`source` with the def or class `name` ("f", "Class", "Class.method") replaced by `code` (written at column 0):
-    found by name, not by line, so the tests keep working while cram.py is rearranged."""
-    node = exercises.find(ast.parse(source), name)
-    assert node is not None, f"cram.py has no {name}"
+    """`source` with the def or class `name` replaced by `code` (written at column 0): found by name, not by line,
+    so the tests keep working while cram.py is rearranged."""
+    node = definition(ast.parse(source), name)
     lines = source.splitlines(keepends=True)
     lines[node.lineno - 1:node.end_lineno] = [textwrap.indent(textwrap.dedent(code).strip("\n") + "\n",
                                                               " " * node.col_offset)]
@@ -179,6 +185,11 @@ SLIPS = [
      "must not depend on where it is in the sequence"),
     ("masking", "mask_tokens", MASK_TOKENS.format(sort="", random_ids=ONE_PER_SLOT).replace(
         ", generator=generator)", ")"), "use only the generator you are given"),
+    ("masking", "mask_tokens", MASK_TOKENS.format(sort="", random_ids=ONE_PER_SLOT).replace(
+        "    B, T = ids.shape", "    B, T = ids.shape\n    generator = torch.Generator().manual_seed(0)"),
+     "don't seed one of your own"),
+    ("masking", "mask_tokens", MASK_TOKENS.format(sort="", random_ids=ONE_PER_SLOT).replace(
+        "k = round(rate * T)", "k = 32"), "k = round(rate * T)"),
     ("lr_schedule", "lr_at", "def lr_at(t, peak):\n    return max(0.0, min(0.25 + t, 4.0 * (1.0 - t)))\n",
      "not the learning rate: multiply by peak"),
     ("lr_schedule", "lr_at", "def lr_at(t, peak):\n    return peak * min(0.25 + t, 4.0 * (1.0 - t))\n",
@@ -247,6 +258,13 @@ def forward(self, x, attn_mask=None, kv=None):
     y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, scale=1 / math.sqrt(C))
     return self.out(y.transpose(1, 2).reshape(B, T, C))
 """, "by 1/sqrt(d_head)"),
+    ("attention", "Attention.forward", """
+def forward(self, x, attn_mask=None, kv=None):
+    B, T, C = x.shape
+    q, k, v = (z.reshape(B, self.n_head, T, C // self.n_head) for z in self.qkv(x).chunk(3, dim=-1))
+    y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
+    return self.out(y.transpose(1, 2).reshape(B, T, C))
+""", "split the heads with view(B, T, H, D).transpose(1, 2)"),
 ]
 
 
@@ -473,7 +491,7 @@ def test_stub_writes_a_copy_whose_code_to_write_raises_and_its_check_names_the_l
     text, reference = out.read_text(encoding="utf-8"), ast.parse((ROOT / "cram.py").read_text(encoding="utf-8"))
     tree = ast.parse(text)
     for what in exercises.EXERCISES[name].write:
-        node, ref = exercises.find(tree, what), exercises.find(reference, what)
+        node, ref = definition(tree, what), definition(reference, what)
         defs = [n for n in node.body if isinstance(n, ast.FunctionDef)] if isinstance(node, ast.ClassDef) else [node]
         refs = [n for n in ref.body if isinstance(n, ast.FunctionDef)] if isinstance(ref, ast.ClassDef) else [ref]
         for d, r in zip(defs, refs, strict=True):
@@ -492,7 +510,7 @@ def test_the_masking_stub_holds_no_line_of_the_answer(tmp_path, capsys):
     exercises.main(["stub", "masking", "--out", str(out)])
     text = out.read_text(encoding="utf-8")
     source = (ROOT / "cram.py").read_text(encoding="utf-8")
-    answer = exercises.find(ast.parse(source), "mask_tokens").body[1:]  # after the docstring
+    answer = definition(ast.parse(source), "mask_tokens").body[1:]  # after the docstring
     for statement in answer:  # each is in the copy once less than in cram.py: the body's own is gone
         code = ast.get_source_segment(source, statement)
         assert text.count(code) == source.count(code) - 1, f"the answer's {code!r} is in the student's file"
