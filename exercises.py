@@ -348,10 +348,9 @@ def check_glu(cram):
              (first * F.silu(second)) @ down,
              "the gate goes through GELU: down(x * GELU(gate)), not down(x * gate)": (first * second) @ down}
     for slip, wrong in slips.items():
-        expect(not matches(got, wrong, 1e-6), slip)
-    exact = (first * F.gelu(second)) @ down
-    if not matches(got, (first * F.gelu(second, approximate="tanh")) @ down, 1e-6):  # tanh's GELU is one too
-        close(got, exact, "GLUFeedForward(x) vs down(first_half * GELU(second_half))")
+        expect(not matches(got, wrong, 1e-5), slip)
+    if not matches(got, (first * F.gelu(second, approximate="tanh")) @ down, 1e-5):  # tanh's GELU is right too
+        close(got, (first * F.gelu(second)) @ down, "GLUFeedForward(x) vs down(first_half * GELU(second_half))")
 
 
 def check_sparse_head(cram):
@@ -367,8 +366,8 @@ def check_sparse_head(cram):
     loss = tensor(model(ids, positions, targets), "model(ids, positions, targets)")
     expect(loss.dim() == 0, f"with targets, forward returns the loss: a scalar, not {tuple(loss.shape)}")
     want = F.cross_entropy(logits.reshape(-1, 100), targets.reshape(-1))
-    expect(not math.isclose(loss.item(), 12 * want.item(), rel_tol=1e-4), "the loss is the mean cross-entropy over "
-                                                                          "the B * k targets, not their sum")
+    expect(not math.isclose(loss.item(), targets.numel() * want.item(), rel_tol=1e-4),
+           "the loss is the mean cross-entropy over the B * k targets, not their sum")
     close(loss, want, "model(ids, positions, targets) vs the mean cross-entropy of the logits", 1e-4)
 
 
@@ -397,10 +396,10 @@ def check_attention(cram):
     x = torch.randn(B, T, C)
     keep = torch.ones(B, T, dtype=torch.bool)
     keep[1, 4:] = False                                                            # row 1 has 2 pad tokens
-    q, k, v = (x @ attn.qkv.weight.T).split(C, dim=-1)
-    q, k, v = (z.view(B, T, H, C // H).transpose(1, 2) for z in (q, k, v))        # (B, H, T, D)
+    qkv = (x @ attn.qkv.weight.T).split(C, dim=-1)
+    q, k, v = (z.view(B, T, H, C // H).transpose(1, 2) for z in qkv)               # (B, H, T, D)
 
-    def attend(scores):                                                            # (B, H, T, T) -> (B, T, C)
+    def attend(scores, v=v):                                                       # (B, H, T, T) -> (B, T, C)
         return (scores.softmax(-1) @ v).transpose(1, 2).reshape(B, T, C) @ attn.out.weight.T
 
     with torch.no_grad():
@@ -412,9 +411,9 @@ def check_attention(cram):
     expect(not matches(got, attend(scores / math.sqrt(C))), "scale the scores by 1/sqrt(d_head), the width of one "
                                                             "head (C / n_head), not 1/sqrt(C)")
     expect(not matches(got, attend(scores)), "scale the scores by 1/sqrt(d_head) before the softmax")
-    q2, k2, v2 = ((x @ attn.qkv.weight.T).split(C, dim=-1)[j].reshape(B, H, T, C // H) for j in range(3))
+    q2, k2, v2 = (z.reshape(B, H, T, C // H) for z in qkv)                        # heads cut the wrong way
     mixed = (q2 @ k2.transpose(-1, -2) / math.sqrt(C // H)).masked_fill(~keep[:, None, None, :], float("-inf"))
-    expect(not matches(got, (mixed.softmax(-1) @ v2).transpose(1, 2).reshape(B, T, C) @ attn.out.weight.T),
+    expect(not matches(got, attend(mixed, v2)),
            "split the heads with view(B, T, H, D).transpose(1, 2): view(B, H, T, D) cuts across positions")
     close(got, attend(scores / math.sqrt(C // H)),
           "Attention vs softmax(q k^T / sqrt(d_head)) v with padding mask", 1e-4)
@@ -612,7 +611,7 @@ def in_file(error, path):
     target, found = os.path.realpath(path), ""
     for frame, line in traceback.walk_tb(error.__traceback__):
         if os.path.realpath(frame.f_code.co_filename) == target:
-            found = f" line {line} in {frame.f_code.co_name}"
+            found = f" line {line} in {getattr(frame.f_code, 'co_qualname', frame.f_code.co_name)}"  # 3.11: Class.f
     return found
 
 
