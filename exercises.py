@@ -548,6 +548,8 @@ def write_stub(names, out, overwrite):
     out = Path(out)
     if out.suffix != ".py":
         raise SystemExit(f"exercises.py: error: --out {out} must name a .py file (python imports it to check it)")
+    if not out.parent.is_dir():
+        raise SystemExit(f"exercises.py: error: --out {out}: no folder {out.parent}: make it first, or name another")
     if out.exists() and not overwrite:
         raise SystemExit(f"exercises.py: error: {out} exists already: pass --out another.py, or --overwrite to "
                          "replace it (your work in it would be lost)")

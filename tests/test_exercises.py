@@ -529,6 +529,8 @@ def test_stub_never_replaces_a_file_unless_asked(tmp_path, capsys):
     assert raise_lines(out.read_text(encoding="utf-8"), "glu")
     with pytest.raises(SystemExit, match="--out .*my_cram.txt must name a .py file"):
         exercises.main(["stub", "glu", "--out", str(tmp_path / "my_cram.txt")])
+    with pytest.raises(SystemExit, match="no folder .*nowhere: make it first"):
+        exercises.main(["stub", "glu", "--out", str(tmp_path / "nowhere" / "my_cram.py")])
 
 
 def test_after_the_stub_the_students_own_version_passes(tmp_path, capsys):
