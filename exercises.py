@@ -249,9 +249,10 @@ def check_lr_schedule(cram):
                                 (0.75, 1.0, "the peak"), (0.8, 0.8, "the decay"), (0.9, 0.4, "the decay"),
                                 (1.0, 0.0, "the end"), (1.1, 0.0, "past the end: never below 0")]:
             got = cram.lr_at(t, peak)
-            expect(isinstance(got, numbers.Real) or isinstance(got, torch.Tensor) and got.numel() == 1,
-                   f"lr_at must return a number; it returned {kind(got)}")
-            got = float(got)
+            try:
+                got = float(got)  # a Python or NumPy float, or a one-element tensor
+            except (TypeError, ValueError):
+                raise Slip(f"lr_at must return a number; it returned {kind(got)}") from None
             expect(not (math.isclose(got, factor, abs_tol=1e-12) and factor), f"lr_at({t}, {peak_text}) returned "
                    f"the factor {got:g}, not the learning rate: multiply by peak")
             expect(math.isclose(got, factor * peak, rel_tol=1e-6, abs_tol=1e-12),
@@ -573,8 +574,8 @@ def show(name):
     print(f"paper: {ex.paper}" + (f" ({CRAMMING})" if ex.paper.startswith("Cramming") else ""))
     print(f"about {ex.minutes} minutes; you write: {', '.join(ex.write)} in your copy of cram.py\n")
     print(ex.text + "\n")
-    print(f"start: python exercises.py stub {name}                     (writes my_cram.py)")
-    print(f"check: python exercises.py check {name} --file my_cram.py")
+    print(f"{'start: python exercises.py stub ' + name:63s} # writes my_cram.py")
+    print(f"{'check: python exercises.py check ' + name + ' --file my_cram.py':63s} # PASS, or FAIL with what differs")
 
 
 def listing():

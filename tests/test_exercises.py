@@ -595,3 +595,16 @@ def test_the_exercise_page_shows_the_workflow_every_exercise_and_the_picture():
         words = words[1:] if words and words[0] in ("show", "stub", "check") else words
         assert all(w in (*exercises.EXERCISES, "all", "NAME", "my_cram.py") for w in words), c
     assert "FAIL  " in page
+
+
+def test_stub_empties_one_line_defs_and_methods_without_a_docstring_comments_and_all(monkeypatch):
+    monkeypatch.setitem(exercises.EXERCISES, "lr_schedule", exercises.Exercise("t", "p", 1, ("f", "C.g"), "text"))
+    source = ("def f(x): return x + 1  # the answer\n\n\nclass C:\n    def g(self):\n        # the answer's comment\n"
+              "        y = 2\n        return y\n")
+    stub = exercises.blank(source, "lr_schedule")
+    assert "x + 1" not in stub and "answer" not in stub and "y = 2" not in stub, stub
+    namespace = {}
+    exec(compile(stub, "stub.py", "exec"), namespace)
+    for call, what in [(lambda: namespace["f"](1), "f"), (lambda: namespace["C"]().g(), "C.g")]:
+        with pytest.raises(NotImplementedError, match=f"exercise lr_schedule: write {what} "):
+            call()
