@@ -154,14 +154,18 @@ def matches(a, b, atol=1e-4):
     return a.shape == b.shape and (a - b).abs().max().item() <= atol
 
 
-def kind(value):
-    """What a student's function returned, in words: None is the usual sign of a missing return statement."""
-    return "None (is a return statement missing?)" if value is None else type(value).__name__
+def kind(value, fn=None):
+    """What the student's function `fn` returned, in words: None is the usual sign of a missing return statement."""
+    if value is not None:
+        return type(value).__name__
+    code = getattr(fn, "__code__", None)
+    at = f" ({code.co_filename} line {code.co_firstlineno}: {fn.__qualname__})" if code else ""
+    return f"None: is a return statement missing?{at}"
 
 
-def tensor(value, what, shape=None):
-    """`value` must be a tensor (of `shape`)."""
-    expect(isinstance(value, torch.Tensor), f"{what} must return a tensor; it returned {kind(value)}")
+def tensor(value, what, shape=None, fn=None):
+    """`value`, returned by the student's `fn`, must be a tensor (of `shape`)."""
+    expect(isinstance(value, torch.Tensor), f"{what} must return a tensor; it returned {kind(value, fn)}")
     expect(shape is None or tuple(value.shape) == shape, f"{what} must be {shape}, got {tuple(value.shape)}")
     return value
 
@@ -177,7 +181,7 @@ def check_masking(cram):
     out = cram.mask_tokens(ids, mask_id, V, 0.25, torch.Generator().manual_seed(1))
     expect(torch.equal(ids, original), "the caller's ids tensor was changed: work on a copy (ids.clone())")
     expect(isinstance(out, (tuple, list)) and len(out) == 3,
-           f"mask_tokens must return (inputs, positions, targets); it returned {kind(out)}")
+           f"mask_tokens must return (inputs, positions, targets); it returned {kind(out, cram.mask_tokens)}")
     inputs, positions, targets = (tensor(x, f"mask_tokens's {w}") for x, w in zip(out, ("inputs", "positions",
                                                                                         "targets")))
     expect(positions.shape == (B, k) and targets.shape == (B, k),
@@ -252,7 +256,7 @@ def check_lr_schedule(cram):
             try:
                 got = float(got)  # a Python or NumPy float, or a one-element tensor
             except (TypeError, ValueError):
-                raise Slip(f"lr_at must return a number; it returned {kind(got)}") from None
+                raise Slip(f"lr_at must return a number; it returned {kind(got, cram.lr_at)}") from None
             expect(not (math.isclose(got, factor, abs_tol=1e-12) and factor), f"lr_at({t}, {peak_text}) returned "
                    f"the factor {got:g}, not the learning rate: multiply by peak")
             expect(math.isclose(got, factor * peak, rel_tol=1e-6, abs_tol=1e-12),
@@ -264,7 +268,7 @@ def check_batch_ramp(cram):
         got = cram.batch_size_at(t, unit, target, ramp_until)
         expect(isinstance(got, numbers.Integral) and not isinstance(got, bool),
                f"batch_size_at must return an int (the loop runs batch // unit micro-batches); it returned "
-               + (kind(got) if got is None else f"{kind(got)} {got!r}"))
+               + (kind(got, cram.batch_size_at) if got is None else f"{kind(got)} {got!r}"))
         return got
 
     for t, want, part in [(0.0, 32, "one micro-batch at the start"), (0.6, 2048, "the target at ramp_until"),
@@ -292,7 +296,7 @@ def check_batch_ramp(cram):
 
 def check_positions(cram):
     T, C = 16, 8
-    table = tensor(cram.sinusoidal_table(T, C), "sinusoidal_table(16, 8)", (T, C))
+    table = tensor(cram.sinusoidal_table(T, C), "sinusoidal_table(16, 8)", (T, C), cram.sinusoidal_table)
     p, i = torch.arange(T, dtype=torch.float64)[:, None], torch.arange(0, C, 2, dtype=torch.float64)
     angle = p / 10000 ** (i / C)                                                    # (T, C/2): pair i/2 at p
     want = torch.stack([angle.sin(), angle.cos()], -1).view(T, C).float()           # sin, cos, sin, cos, ...
@@ -322,7 +326,7 @@ def check_positions(cram):
     with torch.no_grad():
         emb.pos_scale.fill_(0.7)
         tok = emb.tok(ids)
-        got = tensor(emb.eval()(ids), "Embeddings(ids)", (2, T, C))
+        got = tensor(emb.eval()(ids), "Embeddings(ids)", (2, T, C), cram.Embeddings.forward)
         expect(not matches(got, emb.norm(tok) + 0.7 * want), "the positions are added before the LayerNorm: "
                                                              "norm(tok(ids) + pos_scale * table)")
         close(got, emb.norm(tok + 0.7 * want), "Embeddings(ids) vs LayerNorm(tok(ids) + pos_scale * table)", 1e-4)
@@ -342,7 +346,7 @@ def check_glu(cram):
     h = x @ ffn.up.weight.T
     first, second, down = h[..., :32], h[..., 32:], ffn.down.weight.T
     with torch.no_grad():
-        got = tensor(ffn(x), "GLUFeedForward(x)", (3, 5, 32))
+        got = tensor(ffn(x), "GLUFeedForward(x)", (3, 5, 32), cram.GLUFeedForward.forward)
     slips = {"the first half is x, the second the gate: down(first_half * GELU(second_half))":
              (second * F.gelu(first)) @ down,
              "the gate goes through GELU (GEGLU), not SiLU (SwiGLU) or a sigmoid (the first GLU)":
@@ -358,13 +362,13 @@ def check_sparse_head(cram):
     torch.manual_seed(0)
     model = cram.CrammedBERT(small_cfg(cram), 100, 16).eval()
     ids, positions = torch.randint(0, 100, (3, 16)), torch.stack([torch.randperm(16)[:4] for _ in range(3)])
-    logits = tensor(model(ids, positions), "model(ids, positions)")
+    logits = tensor(model(ids, positions), "model(ids, positions)", fn=cram.CrammedBERT.forward)
     expect(tuple(logits.shape) == (3, 4, 100), f"logits must be (B, k, V) = (3, 4, 100), got {tuple(logits.shape)}")
     dense = model.encode(ids) @ model.embed.tok.weight.T                        # (B, T, V): every position
     close(logits, dense.gather(1, positions[..., None].expand(-1, -1, 100)),
           "sparse logits vs the dense logits at the masked positions (is the decoder tied to embed.tok?)", 1e-4)
     targets = torch.randint(0, 100, (3, 4))
-    loss = tensor(model(ids, positions, targets), "model(ids, positions, targets)")
+    loss = tensor(model(ids, positions, targets), "model(ids, positions, targets)", fn=cram.CrammedBERT.forward)
     expect(loss.dim() == 0, f"with targets, forward returns the loss: a scalar, not {tuple(loss.shape)}")
     want = F.cross_entropy(logits.reshape(-1, 100), targets.reshape(-1))
     expect(not math.isclose(loss.item(), targets.numel() * want.item(), rel_tol=1e-4),
@@ -379,7 +383,7 @@ def check_prenorm(cram):
     with torch.no_grad():
         block.attn.out.weight.zero_()
         block.ffn.down.weight.zero_()
-        close(tensor(block(x), "Block(x)", (2, 8, 32)), x,
+        close(tensor(block(x), "Block(x)", (2, 8, 32), cram.Block.forward), x,
               "with attn.out and ffn.down zeroed, a pre-LN block must return x unchanged")
     block = cram.Block(small_cfg(cram)).eval()
     with torch.no_grad():  # norm1 must feed the attention, norm2 the feed-forward
@@ -404,7 +408,7 @@ def check_attention(cram):
         return (scores.softmax(-1) @ v).transpose(1, 2).reshape(B, T, C) @ attn.out.weight.T
 
     with torch.no_grad():
-        got = tensor(attn(x, keep[:, None, None, :]), "Attention(x, mask)", (B, T, C))
+        got = tensor(attn(x, keep[:, None, None, :]), "Attention(x, mask)", (B, T, C), cram.Attention.forward)
         again = attn(x, keep[:, None, None, :])
     expect(got.isfinite().all(), "the output holds NaN or inf: is the mask inverted? (True means: attend to this key)")
     expect(torch.equal(got, again), "in eval mode nothing is dropped: dropout_p=self.dropout only while training")

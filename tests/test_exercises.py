@@ -546,9 +546,10 @@ def test_an_empty_body_is_a_missing_return_not_a_bare_type_error(tmp_path, capsy
                                   ("lr_schedule", "lr_at", "lr_at(t, peak)"),
                                   ("batch_ramp", "batch_size_at", "batch_size_at(t, unit, target, ramp_until=0.6)"),
                                   ("positions", "sinusoidal_table", "sinusoidal_table(T, C)")]:
-        code, out = check(name, student_file(tmp_path, what, f"def {signature}:\n    pass\n"), capsys)
+        path = student_file(tmp_path, what, f"def {signature}:\n    pass\n")
+        code, out = check(name, path, capsys)
         assert code == 1 and f"FAIL  {name}: {what}" in out and "must return" in out, out
-        assert "returned None (is a return statement missing?)" in out, out
+        assert f"returned None: is a return statement missing? ({path} line " in out and f": {what})" in out, out
 
 
 def test_an_error_in_the_students_code_names_their_file_and_line(tmp_path, capsys):
