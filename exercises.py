@@ -159,7 +159,7 @@ def kind(value, fn=None):
     if value is not None:
         return type(value).__name__
     code = getattr(fn, "__code__", None)
-    at = f" ({code.co_filename} line {code.co_firstlineno}: {fn.__qualname__})" if code else ""
+    at = f" ({Path(code.co_filename).name} line {code.co_firstlineno}: {fn.__qualname__})" if code else ""
     return f"None: is a return statement missing?{at}"
 
 
@@ -384,14 +384,17 @@ def check_prenorm(cram):
         block.attn.out.weight.zero_()
         block.ffn.down.weight.zero_()
         close(tensor(block(x), "Block(x)", (2, 8, 32), cram.Block.forward), x,
-              "with attn.out and ffn.down zeroed, a pre-LN block must return x unchanged")
+              "with attn.out and ffn.down zeroed, a pre-LN block must return x unchanged: the residual stream "
+              "carries x itself, the LayerNorms only feed the sub-layers")
     block = cram.Block(small_cfg(cram)).eval()
     with torch.no_grad():  # norm1 must feed the attention, norm2 the feed-forward
         block.norm1.weight.normal_()
         block.norm2.weight.normal_()
         h = x + block.attn(block.norm1(x))
-        want = h + block.ffn(block.norm2(h))
-        close(block(x), want, "Block(x) vs h = x + attn(norm1(x)); h + ffn(norm2(h))", 1e-4)
+        got, want = block(x), h + block.ffn(block.norm2(h))
+        expect(not matches(got, h + block.ffn(block.norm1(h))), "each sub-layer has its own LayerNorm: norm1 feeds "
+                                                                "the attention, norm2 the feed-forward")
+        close(got, want, "Block(x) vs h = x + attn(norm1(x)); h + ffn(norm2(h))", 1e-4)
 
 
 def check_attention(cram):

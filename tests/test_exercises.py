@@ -102,6 +102,8 @@ def test_a_crash_in_the_student_code_is_a_failure_with_its_reason(tmp_path, caps
 def test_unknown_exercise_and_missing_file_are_one_line_errors(tmp_path):
     with pytest.raises(SystemExit, match="unknown exercise 'maskin'; choose one of masking"):
         exercises.main(["maskin"])
+    with pytest.raises(SystemExit, match="show needs an exercise: one of masking"):
+        exercises.main(["show"])
     with pytest.raises(SystemExit, match="no file .*nope.py"):
         exercises.main(["masking", "--file", str(tmp_path / "nope.py")])
 
@@ -237,6 +239,17 @@ def forward(self, x):
     x, gate = self.up(x).chunk(2, dim=-1)
     return self.down(F.silu(gate) * x)
 """, "not SiLU"),
+    ("prenorm", "Block.forward", """
+def forward(self, x, attn_mask=None, context=None):
+    x = x + self.attn(self.norm1(x), attn_mask, None if context is None else self.norm1(context))
+    return x + self.ffn(self.norm1(x))
+""", "norm1 feeds the attention, norm2 the feed-forward"),
+    ("prenorm", "Block.forward", """
+def forward(self, x, attn_mask=None, context=None):
+    x = self.norm1(x)
+    x = x + self.attn(x, attn_mask, None if context is None else self.norm1(context))
+    return x + self.ffn(self.norm2(x))
+""", "the residual stream carries x itself"),
     ("sparse_head", "CrammedBERT.forward", """
 def forward(self, ids, positions, targets=None):
     logits = self.encode(ids, positions=positions) @ self.embed.tok.weight.T
@@ -549,7 +562,7 @@ def test_an_empty_body_is_a_missing_return_not_a_bare_type_error(tmp_path, capsy
         path = student_file(tmp_path, what, f"def {signature}:\n    pass\n")
         code, out = check(name, path, capsys)
         assert code == 1 and f"FAIL  {name}: {what}" in out and "must return" in out, out
-        assert f"returned None: is a return statement missing? ({path} line " in out and f": {what})" in out, out
+        assert f"returned None: is a return statement missing? ({path.name} line " in out and f": {what})" in out, out
 
 
 def test_an_error_in_the_students_code_names_their_file_and_line(tmp_path, capsys):
