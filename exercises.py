@@ -267,7 +267,7 @@ def check_batch_ramp(cram):
     def size(t, unit=32, target=2048, ramp_until=0.6):
         got = cram.batch_size_at(t, unit, target, ramp_until)
         expect(isinstance(got, numbers.Integral) and not isinstance(got, bool),
-               f"batch_size_at must return an int (the loop runs batch // unit micro-batches); it returned "
+               "batch_size_at must return an int (the loop runs batch // unit micro-batches); it returned "
                + (kind(got, cram.batch_size_at) if got is None else f"{kind(got)} {got!r}"))
         return got
 
