@@ -102,8 +102,6 @@ def test_a_crash_in_the_student_code_is_a_failure_with_its_reason(tmp_path, caps
 def test_unknown_exercise_and_missing_file_are_one_line_errors(tmp_path):
     with pytest.raises(SystemExit, match="unknown exercise 'maskin'; choose one of masking"):
         exercises.main(["maskin"])
-    with pytest.raises(SystemExit, match="show needs an exercise: one of masking"):
-        exercises.main(["show"])
     with pytest.raises(SystemExit, match="no file .*nope.py"):
         exercises.main(["masking", "--file", str(tmp_path / "nope.py")])
 
@@ -620,3 +618,9 @@ def test_stub_empties_one_line_defs_and_methods_without_a_docstring_comments_and
     for call, what in [(lambda: namespace["f"](1), "f"), (lambda: namespace["C"]().g(), "C.g")]:
         with pytest.raises(NotImplementedError, match=f"exercise lr_schedule: write {what} "):
             call()
+
+
+def test_a_command_without_an_exercise_is_a_one_line_error():
+    for command in ("show", "stub", "check"):
+        with pytest.raises(SystemExit, match=f"{command} needs an exercise: one of masking, lr_schedule"):
+            exercises.main([command])
