@@ -144,7 +144,7 @@ def test_every_flag_in_a_readme_command_exists_in_its_script():
     """The README's and the docs pages' commands (not the lab notebook's: it records commands as they ran then)."""
     seen = set()
     for page, text in PAGES.items():
-        if page == "docs/notes.md":
+        if page.startswith("docs/notes"):  # the lab notebook records commands as they ran then
             continue
         for script, args in python_commands(text):
             script = "cram.py" if script == "my_cram.py" else script  # a student's copy (docs/exercises.md)
