@@ -112,7 +112,7 @@ def load_tokenizer(data_dir, vocab=None):
         tok = hf_tokenizer(Path(data_dir))
     elif vocab and not (Path(data_dir) / "meta.json").is_file():
         die(f"no tokenizer in {data_dir} (meta.json missing): {fix}")
-    elif read_meta(data_dir).get("tokenizer") == "gpt2":
+    elif (meta := read_meta(data_dir)).get("tokenizer") == "gpt2":
         tok = gpt2_tok()
     else:
         from tokenizers import Tokenizer  # meta.json is written last, so tokenizer.json is there
@@ -120,6 +120,7 @@ def load_tokenizer(data_dir, vocab=None):
             tok = Tok("wordpiece", Tokenizer.from_file(str(Path(data_dir) / "tokenizer.json")))
         except Exception as e:  # tokenizers raises a bare Exception: missing, not JSON, not a tokenizer
             die(f"cannot load {data_dir}/tokenizer.json ({e}): {fix}, or copy the good one there")
+        tok.special = dict(meta["special_ids"])  # 0..4 for our WordPiece; a pre-tokenized set's own (<mask>, ...)
     if vocab and tok.vocab_size != vocab:
         die(f"the tokenizer in {data_dir} has {tok.vocab_size} tokens but the model was trained with {vocab}: {fix}")
     return tok
