@@ -296,6 +296,10 @@ def test_export_writes_the_release_s_files_and_our_loader_computes_the_same_func
                                                     "tokenizer_config.json", "special_tokens_map.json"}
     config = json.loads((exported / "config.json").read_text(encoding="utf-8"))
     assert config["model_type"] == "crammedBERT" and config["arch"]["num_transformer_layers"] == 1
+    every = {*official.SHAPE, *official.REQUIRED, *official.SIZES, *official.IRRELEVANT}  # each option of the yaml
+    assert set(official.flat(config["arch"])) == every
+    if (TINY / "config.json").is_file():  # the key set the official code wrote
+        assert every == set(official.flat(json.loads((TINY / "config.json").read_text())["arch"]))
     for got, want in zip(outputs(exported), outputs(ckpt)):
         assert torch.equal(got, want)
 

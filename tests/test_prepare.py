@@ -469,12 +469,12 @@ def test_a_pretokenized_set_that_does_not_fit_is_refused_in_one_line(case, needl
     assert snapshot(out) == before
 
 
-def test_cram_trains_on_a_pretokenized_set_and_the_tools_use_its_specials(tmp_path):
+def test_cram_trains_on_a_pretokenized_set_and_the_tools_and_the_export_use_its_specials(tmp_path):
     pretokenized_set(tmp_path / "set", rows=(60, 40))
     meta, _, _ = run(tmp_path, "--hf", tmp_path / "set", "--seq_len", 16, "--val_fraction", "0.1")
-    r = subprocess.run([sys.executable, str(ROOT / "cram.py"), "--preset", "tiny", "--data_dir", str(tmp_path / "out"),
-                        "--out_dir", str(tmp_path / "run"), "--max_steps", "2", "--micro_batch", "4", "--batch_size",
-                        "8", "--eval_seqs", "4", "--compile", "false", "--device", "cpu"],
+    r = subprocess.run([sys.executable, str(ROOT / "cram.py"), "--preset", "tiny", "--local_bias", "0", "--data_dir",
+                        str(tmp_path / "out"), "--out_dir", str(tmp_path / "run"), "--max_steps", "2", "--micro_batch",
+                        "4", "--batch_size", "8", "--eval_seqs", "4", "--compile", "false", "--device", "cpu"],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     kept = json.loads((tmp_path / "run" / "meta.json").read_text(encoding="utf-8"))
@@ -484,3 +484,8 @@ def test_cram_trains_on_a_pretokenized_set_and_the_tools_use_its_specials(tmp_pa
     assert len(preds) == 5
     tok = prepare.load_tokenizer(tmp_path / "run", meta["vocab_size"])
     assert fill_mask.encode_for_mlm(tok, "the cat <mask> .")[-2:] == [8, 7]  # . and <sep>, as rows end documents
+    import official  # the model shared: the release's folder names the set's tokens and computes the same
+    folder = official.export(tmp_path / "run" / "ckpt.pt", tmp_path / "shared")
+    names = json.loads((folder / "special_tokens_map.json").read_text(encoding="utf-8"))
+    assert names == {f"{k}_token": f"<{k}>" for k in ("pad", "unk", "cls", "sep", "mask")}
+    assert fill_mask.main([str(folder), "the cat <mask> on the mat ."]) == [[preds]]
