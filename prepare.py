@@ -71,16 +71,18 @@ def file_docs(path, text_field):
         die(f"cannot read {where} ({type(e).__name__}: {e}): repair it, get it again, or leave it out")
 
 
-def hub_rows(args):  # the rows of a hub dataset, or of a local folder of its layout (data/*.parquet), streamed
+def hub_rows(args, batch=0):  # a hub dataset's rows, or a local folder's of its layout (data/*.parquet), streamed;
+    # batch > 0: dicts of numpy arrays of that many rows (input_ids (batch, T)), 4x faster than row by row (notes)
     try:
         if os.path.isdir(args.hf):  # its parquet files by name (a folder's other files would be read as data too)
             files = sorted(map(str, Path(args.hf).glob("data/**/*.parquet"))) or die(f"no {args.hf}/data/*.parquet")
         elif os.environ.get("HF_HUB_OFFLINE", "0") in ("0", ""):  # fail in seconds, not after the hub's retries
             socket.create_connection(("huggingface.co", 443), timeout=5).close()
         import datasets
-        yield from (datasets.load_dataset("parquet", data_files=files, split="train", streaming=True)
-                    if os.path.isdir(args.hf) else
-                    datasets.load_dataset(args.hf, args.hf_config, split=args.hf_split, streaming=True))
+        rows = (datasets.load_dataset("parquet", data_files=files, split="train", streaming=True)
+                if os.path.isdir(args.hf) else
+                datasets.load_dataset(args.hf, args.hf_config, split=args.hf_split, streaming=True))
+        yield from rows.with_format("numpy").iter(batch_size=batch) if batch else rows
     except Exception as e:  # offline, unknown name or config, a damaged parquet file: one answer for all
         die(f"cannot stream {args.hf!r} ({type(e).__name__}: {str(e)[:100]!r}): check the name, --hf_config and "
             "the network (a local folder: data/*.parquet), or pass local files instead")
@@ -111,12 +113,11 @@ def write_rows(args, tok, outs, chunk=4096):
     """A pre-tokenized set: its first --max_rows rows as they are, in stored order, a chunk at a time (bounded
     memory), each to val with probability --val_fraction (as a document is, pass 2). Returns rows per split."""
     rng, T, n, top = np.random.default_rng(args.seed), args.seq_len, dict.fromkeys(outs, 0), min(tok.vocab_size, 65536)
-    rows = itertools.islice(hub_rows(args), args.max_rows)
     with tqdm(desc="rows", unit=" rows", total=args.max_rows, mininterval=2) as bar:
-        while batch := [row.get("input_ids") or [] for row in itertools.islice(rows, chunk)]:
-            if (bad := next((len(r) for r in batch if len(r) != T), None)) is not None:
+        for batch in hub_rows(args, chunk):
+            ids = batch["input_ids"][:args.max_rows - bar.n if args.max_rows else None]  # (chunk, T); ragged: (chunk,)
+            if (bad := next((len(r) for r in ids if len(r) != T), None)) is not None:
                 die(f"{args.hf} has rows of {bad} ids, not --seq_len {T}: give the set's row length as --seq_len")
-            ids = np.array(batch, dtype=np.int64)                                      # (chunk, T)
             if ids.min() < 0 or ids.max() >= top:
                 die(f"{args.hf} holds id {ids.min() if ids.min() < 0 else ids.max()}, outside its tokenizer's "
                     f"{tok.vocab_size} ids (or uint16's 65536): the rows and tokenizer/ do not belong together")
@@ -126,6 +127,8 @@ def write_rows(args, tok, outs, chunk=4096):
                 n[split] += len(part)
             bar.update(len(ids))
             bar.set_postfix_str(f"{(n['train'] + n['val']) * T:,} tokens", refresh=False)
+            if bar.n == args.max_rows:
+                break
     return n
 
 

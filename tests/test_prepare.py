@@ -443,14 +443,14 @@ def test_an_endless_stream_is_read_a_chunk_at_a_time(tmp_path, monkeypatch):
     pretokenized_set(tmp_path / "set")
     pulled = []
 
-    def endless(args):  # the hub's stream, as long as the authors' 43 M rows and longer
+    def endless(args, batch=0):  # the hub's stream, as long as the authors' 43 M rows and longer
         for i in itertools.count():
-            pulled.append(i)
-            yield {"input_ids": [7, 8] * 8}
+            pulled.append(batch)
+            yield {"input_ids": np.full((batch, 16), 7)} if batch else {"input_ids": [7] * 16}
     monkeypatch.setattr(prepare, "hub_rows", endless)
     monkeypatch.setattr(prepare, "write_rows", functools.partial(prepare.write_rows, chunk=1000))
     meta, train, _ = run(tmp_path, "--hf", tmp_path / "set", "--seq_len", 16, "--val_fraction", "0", "--max_rows", 2500)
-    assert len(train) == 2500 and len(pulled) <= 1 + 2500  # the peek, then no row past --max_rows
+    assert len(train) == 2500 and pulled == [0, 1000, 1000, 1000]  # the peek, then no chunk past --max_rows
 
 
 @pytest.mark.parametrize("case, needle", [("rows of 12", "has rows of 12 ids, not --seq_len 16"),
