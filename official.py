@@ -324,6 +324,7 @@ def export(src, dst):
         state = to_release(model.state_dict(), cfg)
         save_file({k: w.float().contiguous() for k, w in state.items()}, stage / "model.safetensors",
                   metadata={"format": "pt"})
+        shutil.copymode(stage / "config.json", stage / "model.safetensors")  # safetensors writes it owner-only
         write_tokenizer(tok, stage, seq_len, source)
         if dst.exists():
             dst.rmdir()  # empty, checked above
