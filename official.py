@@ -249,8 +249,6 @@ def load_release(path, device="cpu"):
                                    "seq_len": seq_len}
 
 
-
-
 # ----------------------------------------------------------------------------------------------------------------
 # Export: a cram.py checkpoint (or a release folder) -> a new folder of the release's format.
 

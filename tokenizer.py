@@ -72,7 +72,8 @@ def is_hf_tokenizer_folder(folder):
 
 
 def hf_special_names(folder):
-    """{"pad": "<pad>", "bos": "<s>", ...}: the tokens a Hugging Face folder's two files name (a name, or {"content"})."""
+    """{"pad": "<pad>", "bos": "<s>", ...}: the tokens a Hugging Face folder's two files name (as a name, or a
+    {"content": name, ...})."""
     names = {}
     for name in reversed(HF_TOKENIZER_FILES):  # special_tokens_map.json wins where both name a token
         spec = json.loads((folder / name).read_text(encoding="utf-8")) if (folder / name).is_file() else {}
@@ -86,7 +87,7 @@ def hf_tokenizer(folder):
     <pad> <unk> <cls> <sep> <mask>, ids of its own). A single text is fine-tuned as the folder's own single template
     frames it: the release's is A <sep>, with no <cls> for the head to read, so it is framed as the official
     evaluation did (cramming/data/downstream_task_preparation.py), a pair with an empty second: <cls> A <sep> <sep>;
-    a folder exported from a cram.py checkpoint says [CLS] A [SEP], as finetune_glue.py frames it from the checkpoint."""
+    a folder exported from a cram.py checkpoint says [CLS] A [SEP], as finetune_glue.py frames the checkpoint's."""
     from tokenizers import Tokenizer
     try:
         names = hf_special_names(folder)

@@ -273,8 +273,8 @@ def save_ckpt(folder, cfg, model, like):
     for name in ("tokenizer.json", "meta.json"):
         shutil.copyfile(like.parent / name, folder / name)
     meta = json.loads((folder / "meta.json").read_text())
-    torch.save({"model": model.state_dict(), "config": dataclasses.asdict(cfg), "vocab_size": len(model.embed.tok.weight),
-                "seq_len": len(model.embed.pos_table), "meta": meta, "step": 0}, folder / "ckpt.pt")
+    torch.save({"model": model.state_dict(), "config": dataclasses.asdict(cfg), "meta": meta, "step": 0,
+                "vocab_size": len(model.embed.tok.weight), "seq_len": len(model.embed.pos_table)}, folder / "ckpt.pt")
     return folder / "ckpt.pt"
 
 
@@ -314,7 +314,8 @@ def test_the_exported_tokenizer_names_our_specials_and_encodes_as_we_fine_tune(c
     text, ids = "The man said: why not play?", ours.encode_batch(["The man said: why not play?"])[0]
     assert theirs.encode(text, add_special_tokens=False).ids == ids
     assert theirs.encode(text).ids == fg.encode(ours, tasks.Split([text], None, None, None), 128)[0]  # [CLS] A [SEP]
-    assert theirs.encode(text, "a dog ran").ids == fg.encode(ours, tasks.Split([text], ["a dog ran"], None, None), 128)[0]
+    pair = fg.encode(ours, tasks.Split([text], ["a dog ran"], None, None), 128)[0]  # [CLS] A [SEP] B [SEP]
+    assert theirs.encode(text, "a dog ran").ids == pair
     back = prepare.load_tokenizer(exported, V)
     assert back.special == ours.special and not back.single_as_pair
 
@@ -348,7 +349,8 @@ def test_a_fine_tune_and_its_kept_classifier_give_the_same_numbers_from_the_expo
         classify.main([str(tmp_path / name), "--input", str(tmp_path / "train.csv"), "--output",
                        str(tmp_path / f"{name}.csv")])
         printed.append(capsys.readouterr().out)
-    reports = [json.loads((tmp_path / f"out_{n}" / "glue.json").read_text(encoding="utf-8")) for n in ("ckpt", "export")]
+    reports = [json.loads((tmp_path / f"out_{n}" / "glue.json").read_text(encoding="utf-8"))
+               for n in ("ckpt", "export")]
     assert reports[0]["results"] == reports[1]["results"] and reports[0]["recipe"] == reports[1]["recipe"] == "paper"
     assert (tmp_path / "ckpt.csv").read_text(encoding="utf-8") == (tmp_path / "export.csv").read_text(encoding="utf-8")
 
@@ -414,7 +416,7 @@ def test_the_official_folder_exported_again_is_the_same_folder_and_computes_its_
     folder = official.export(TINY, tmp_path / "again")
     ours, theirs = (json.loads((f / "config.json").read_text(encoding="utf-8")) for f in (folder, TINY))
     assert ours["arch"] == theirs["arch"]  # every option, as the official code wrote it
-    assert {k: ours[k] for k in ("model_type", "architectures")} == {k: theirs[k] for k in ("model_type", "architectures")}
+    assert [ours[k] for k in ("model_type", "architectures")] == [theirs[k] for k in ("model_type", "architectures")]
     mine, official_state = load_file(folder / "model.safetensors"), load_file(TINY / "model.safetensors")
     assert mine.keys() == official_state.keys()  # a strict load_state_dict of the official class takes it
     assert all(torch.equal(mine[k], official_state[k]) for k in mine)
