@@ -9,17 +9,29 @@ official module names; older uploads: pytorch_model.bin), tokenizer.json, tokeni
 special_tokens_map.json. It is the paper preset's architecture, so it loads into CrammedBERT weight for weight:
 one name map (name_map) and two layout transforms (qkv_to_ours, scale_to_ours); to_release is the inverse. An option
 in config.json that CrammedBERT does not compute is refused, named, in one line: never a silently different function.
+
+The other way: export writes a cram.py checkpoint as such a folder, to share it (docs/share_and_reproduce.md):
+    python official.py export out/ckpt.pt my-crammed-bert     # then: hf upload <you>/my-crammed-bert my-crammed-bert
+A checkpoint the release cannot hold (the tiny preset's local attention bias, an option the official architecture
+lacks, a GPT-2 tokenizer) is refused in one line; the folder is written whole (built beside it, then renamed) or not
+at all, into a new or empty folder only.
 """
+import argparse
+import dataclasses
 import json
 import math
 import os
 import re
+import shutil
 import socket
+import sys
 from pathlib import Path
 
 import torch
 
 from cram import Config, CramError, CrammedBERT, check_config, load_model
+from prepare import load_tokenizer
+from tokenizer import HF_TOKENIZER_FILES, hf_special_names
 
 # Every option of the release's "arch" (the official cramming/config/arch/crammed-bert.yaml), dotted for the nested
 # "attention" and "embedding" groups, in three kinds:
@@ -85,15 +97,28 @@ def read_config(folder):
     return cfg, arch["embedding.vocab_size"], arch["embedding.max_seq_length"]
 
 
-def release_config(cfg, vocab_size, seq_len):
-    """The inverse of read_config: a config.json for our model, as the official code writes it (its needed keys)."""
-    arch = {**{key: getattr(cfg, ours) for key, ours in SHAPE.items()}, **REQUIRED,
-            **dict(zip(SIZES, (vocab_size, seq_len, cfg.n_embd)))}
+# What crammed-bert.yaml sets that computes nothing here (IRRELEVANT), at the values of the official code: the yaml's
+# own, and sparse_prediction its MLM rate (${train.objective.mlm_probability}); config.json of official_tiny as made.
+RELEASE_DEFAULTS = {"architectures": ["ScriptableCrammedBERT"], "hidden_dropout_prob": 0.1,
+                    "embedding.dropout_prob": 0.1, "attention.dropout_prob": 0.1, "attention.seq_op_in_fp32": False,
+                    "embedding.stable_low_precision": False, "init": {"type": "normal", "std": 0.02},
+                    "loss": "cross-entropy", "num_labels": None,
+                    "classification_head": {"pooler": "avg", "include_ff_layer": True, "head_dim": 1024,
+                                            "nonlin": "Tanh", "classifier_dropout": 0.1}}
+
+
+def release_config(cfg, vocab_size, seq_len, pad_id=0):
+    """The inverse of read_config: config.json for our model as the official code writes it, every option of the yaml
+    (its model class reads them all: a missing one fails there) and the top-level keys its save_pretrained wrote."""
+    arch = {**RELEASE_DEFAULTS, **{key: getattr(cfg, ours) for key, ours in SHAPE.items()}, **REQUIRED,
+            **dict(zip(SIZES, (vocab_size, seq_len, cfg.n_embd))), "sparse_prediction": cfg.mask_rate,
+            "embedding.pad_token_id": pad_id}  # padding_idx: only which embedding row gets no gradient
     nested = {}
-    for key, value in arch.items():
+    for key, value in sorted(arch.items()):
         *group, name = key.split(".")
         (nested.setdefault(group[0], {}) if group else nested)[name] = value
-    return {"model_type": "crammedBERT", "arch": nested}
+    return {"_name_or_path": "", "architectures": ["ScriptableLMForPreTraining"], "model_type": "crammedBERT",
+            "arch": nested, "torch_dtype": "float32"}
 
 
 # The weights: the official names -> ours, and the two layouts that differ.
@@ -224,3 +249,107 @@ def load_release(path, device="cpu"):
                                    "seq_len": seq_len}
 
 
+# ----------------------------------------------------------------------------------------------------------------
+# Export: a cram.py checkpoint (or a release folder) -> a new folder of the release's format.
+
+# Config fields that change nothing the weights compute: the run, the recipe, the init (pos_scale_init), dropout
+# (fine-tuning sets its own). SHAPE's fields are written to config.json; local_bias and narrow are checked; a field
+# not named here (one added to cram.py later) is refused unless it has its default, the paper's.
+NOT_THE_FUNCTION = {"preset", "data_dir", "out_dir", "pos_scale_init", "dropout", "mask_rate", "lr", "beta1", "beta2",
+                    "adam_eps", "weight_decay", "grad_clip", "batch_size", "micro_batch", "ramp_until", "budget_hours",
+                    "max_steps", "eval_every", "eval_seqs", "ckpt_every_min", "resume", "device", "compile", "shard",
+                    "offload", "seed"}
+
+
+def check_exportable(cfg, where):
+    """One line naming what the release's architecture cannot compute, or nothing."""
+    if cfg.local_bias != 0:
+        raise CramError(f"{where} has local_bias = {cfg.local_bias} (the tiny preset's local attention bias): the "
+                        "official attention has none, so the release format cannot hold it; train with --local_bias 0")
+    if cfg.narrow > 1:  # one narrow block attends to its own input, as a wide block does: the same function
+        raise CramError(f"{where} has narrow = {cfg.narrow}: its last blocks attend to an earlier block's output, "
+                        "the official blocks to their own input; the release format cannot hold it")
+    for f in dataclasses.fields(Config):
+        known = f.name in NOT_THE_FUNCTION or f.name in SHAPE.values() or f.name in ("local_bias", "narrow")
+        if not known and getattr(cfg, f.name) != f.default:
+            raise CramError(f"{where} has {f.name} = {getattr(cfg, f.name)!r}, an option the official architecture "
+                            "lacks: the release format cannot hold it")
+
+
+def write_tokenizer(tok, folder, seq_len, source=None):
+    """tok as a Hugging Face tokenizer folder. Its special tokens marked special; a tokenizer with our framing of a
+    single text (not single_as_pair) gets the template [CLS] A [SEP] / [CLS] A [SEP] B [SEP], so that Hugging Face's
+    tokenizer(text) gives what finetune_glue.py feeds, and hf_tokenizer reads the framing back."""
+    from tokenizers import Tokenizer, processors
+    backend = Tokenizer.from_str(tok.backend.to_str())
+    names = {**(hf_special_names(source) if source else {}),
+             **{kind: backend.id_to_token(i) for kind, i in tok.special.items()}}
+    backend.add_special_tokens(sorted({names[k] for k in tok.special}))  # in the vocabulary already: ids unchanged
+    if not tok.single_as_pair:
+        cls, sep = names["cls"], names["sep"]
+        backend.post_processor = processors.TemplateProcessing(
+            single=f"{cls} $A {sep}", pair=f"{cls} $A {sep} $B {sep}",
+            special_tokens=[(cls, tok.special["cls"]), (sep, tok.special["sep"])])
+    backend.save(str(folder / "tokenizer.json"))
+    tokens = {f"{kind}_token": name for kind, name in sorted(names.items())}
+    (folder / HF_TOKENIZER_FILES[0]).write_text(json.dumps(tokens, indent=2), encoding="utf-8")
+    (folder / HF_TOKENIZER_FILES[1]).write_text(json.dumps({**tokens, "clean_up_tokenization_spaces": True,
+                                                            "model_max_length": seq_len,
+                                                            "tokenizer_class": "PreTrainedTokenizerFast"}, indent=2),
+                                                encoding="utf-8")
+
+
+def export(src, dst):
+    """src (a cram.py checkpoint, or a release folder) -> the folder dst: config.json, model.safetensors, tokenizer."""
+    from safetensors.torch import save_file
+    dst = Path(dst)
+    if dst.exists() and (not dst.is_dir() or any(dst.iterdir())):
+        raise CramError(f"{dst} exists and is not an empty folder: export writes a new or empty folder only, give "
+                        "another path")
+    model, cfg, meta = load_pretrained(str(src))
+    check_exportable(cfg, src)
+    vocab_size, seq_len = model.embed.tok.weight.shape[0], model.embed.pos_table.shape[0]
+    source = Path(meta["folder"]) if "folder" in meta else None
+    if meta.get("tokenizer") == "gpt2":
+        raise CramError(f"{src} uses GPT-2's tokenizer (tiktoken): export writes a Hugging Face tokenizer.json, which "
+                        "this project does not convert tiktoken's files into; pretrain on a WordPiece set to export")
+    tok = load_tokenizer(source or Path(src).resolve().parent, vocab_size)
+    stage = dst.parent / f".{dst.name}.export-tmp-{os.getpid()}"  # beside dst: renamed into place when complete
+    try:
+        stage.mkdir(parents=True)
+        config = release_config(cfg, vocab_size, seq_len, tok.special["pad"])
+        (stage / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+        state = to_release(model.state_dict(), cfg)
+        save_file({k: w.float().contiguous() for k, w in state.items()}, stage / "model.safetensors",
+                  metadata={"format": "pt"})
+        shutil.copymode(stage / "config.json", stage / "model.safetensors")  # safetensors writes it owner-only
+        write_tokenizer(tok, stage, seq_len, source)
+        if dst.exists():
+            dst.rmdir()  # empty, checked above
+        os.replace(stage, dst)
+    except OSError as e:  # a full disk, no permission
+        raise CramError(f"cannot write {dst} ({e}): check the path and the disk; nothing was written") from None
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return dst
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description="The paper's release format (JonasGeiping/crammed-bert): export to it.")
+    sub = p.add_subparsers(dest="command", required=True)
+    e = sub.add_parser("export", help="a cram.py checkpoint (or a release folder) -> a new release folder")
+    e.add_argument("ckpt", help="ckpt.pt written by cram.py (its tokenizer beside it), or a release folder")
+    e.add_argument("out", help="a new or empty folder")
+    args = p.parse_args(argv)
+    try:
+        folder = export(args.ckpt, args.out)
+    except CramError as err:
+        sys.exit(f"official.py: error: {err}")
+    print(f"wrote {folder}: {', '.join(sorted(f.name for f in folder.iterdir()))}\n"
+          f"check: python fill_mask.py {folder} \"the capital of france is [MASK] .\"\n"
+          f"share: hf upload <you>/{folder.name} {folder}   (docs/share_and_reproduce.md)")
+    return folder
+
+
+if __name__ == "__main__":
+    main()

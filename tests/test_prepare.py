@@ -1,6 +1,8 @@
 """prepare.py as a specification: inputs, tokenizer, packing, filter, curriculum sort, split, and clean failures."""
+import functools
 import gzip
 import importlib.util
+import itertools
 import json
 import os
 import re
@@ -371,3 +373,119 @@ def test_a_damaged_tokenizer_json_is_a_one_line_error(out):
 def test_load_tokenizer_without_data_is_a_one_line_error(tmp_path):
     with pytest.raises(SystemExit, match="error: no .*meta.json"):
         prepare.load_tokenizer(tmp_path / "nothing")
+
+
+# ------------------------------------------------------------ a pre-tokenized set (the authors' layout), offline
+
+SHARED_TOKENIZER = ROOT.parent / "shared/data/official_tiny"  # made by the official code, when ../shared is there
+
+
+def hf_tokenizer_folder(folder, source):
+    """A real Hugging Face tokenizer folder: official_tiny's, or one built here with the release's names at ids of
+    their own (not our 0..4, so that a set read with our defaults would show)."""
+    folder.mkdir(parents=True)
+    if source == "official_tiny":
+        for name in ("tokenizer.json", "special_tokens_map.json", "tokenizer_config.json"):
+            shutil.copyfile(SHARED_TOKENIZER / name, folder / name)
+        return 1024
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+    vocab = {t: i for i, t in enumerate(WORDS[:6] + ["<pad>", "<sep>", ".", "<cls>", "<mask>", "<unk>"] + WORDS[6:])}
+    tok = Tokenizer(models.WordPiece(vocab, unk_token="<unk>"))
+    tok.normalizer, tok.pre_tokenizer = normalizers.Lowercase(), pre_tokenizers.BertPreTokenizer()
+    tok.add_special_tokens(["<pad>", "<sep>", "<cls>", "<mask>", "<unk>"])
+    tok.save(str(folder / "tokenizer.json"))
+    names = {f"{k}_token": f"<{k}>" for k in ("pad", "unk", "cls", "sep", "mask")}
+    (folder / "special_tokens_map.json").write_text(json.dumps(names), encoding="utf-8")
+    return len(vocab)
+
+
+def pretokenized_set(folder, source="built", rows=(30, 20), T=16, vocab=None):
+    """folder/data/*.parquet (rows of input_ids, int32, written by datasets) and folder/tokenizer/: the layout of
+    JonasGeiping/the_pile_WordPiecex32768_... Returns all rows in stored order."""
+    import datasets
+    size = hf_tokenizer_folder(folder / "tokenizer", source)
+    rng, parts = np.random.default_rng(0), []
+    (folder / "data").mkdir()
+    for i, n in enumerate(rows):  # two files, read in name order
+        parts.append(rng.integers(0, vocab or size, size=(n, T)).astype(np.int32))
+        datasets.Dataset.from_dict({"input_ids": parts[-1].tolist()}).to_parquet(
+            str(folder / "data" / f"train-{i:05d}-of-{len(rows):05d}.parquet"))
+    return np.concatenate(parts)
+
+
+@pytest.mark.parametrize("source", ["built", "official_tiny"])
+def test_a_pretokenized_folder_is_written_as_it_is_with_its_tokenizer_s_specials(source, tmp_path):
+    if source == "official_tiny" and not (SHARED_TOKENIZER / "tokenizer.json").is_file():
+        pytest.skip("no ../shared/data/official_tiny")
+    stored = pretokenized_set(tmp_path / "set", source)
+    meta, train, val = run(tmp_path, "--hf", tmp_path / "set", "--seq_len", 16, "--val_fraction", "0.2")
+    assert len(val) > 0 and len(train) + len(val) == len(stored)
+    in_val = np.isin(np.arange(len(stored)), [np.flatnonzero((stored == r).all(1))[0] for r in val])
+    assert np.array_equal(train, stored[~in_val]) and np.array_equal(val, stored[in_val])  # as stored, in order
+    tok = prepare.load_tokenizer(tmp_path / "out", meta["vocab_size"])
+    assert meta["special_tokens"] == {k: f"<{k}>" for k in ("pad", "unk", "cls", "sep", "mask")}
+    assert tok.special == meta["special_ids"] == {k: tok.backend.token_to_id(f"<{k}>") for k in meta["special_ids"]}
+    assert meta["pretokenized"] and not meta["sort"]["enabled"] and meta["source"] == str(tmp_path / "set")
+
+
+def test_max_rows_takes_the_first_rows_and_sort_orders_them_by_dots(tmp_path):
+    stored = pretokenized_set(tmp_path / "set")
+    meta, train, _ = run(tmp_path, "--hf", tmp_path / "set", "--seq_len", 16, "--val_fraction", "0", "--max_rows", 25)
+    assert np.array_equal(train, stored[:25])
+    meta, train, _ = run(tmp_path, "--hf", tmp_path / "set", "--seq_len", 16, "--val_fraction", "0", "--sort",
+                         out="sorted")
+    dots = (train == meta["dot_id"]).sum(1)
+    assert meta["sort"]["enabled"] and (np.diff(dots) <= 0).all() and sorted(map(bytes, train)) == \
+        sorted(map(bytes, stored.astype(np.uint16)))
+
+
+def test_an_endless_stream_is_read_a_chunk_at_a_time(tmp_path, monkeypatch):
+    pretokenized_set(tmp_path / "set")
+    pulled = []
+
+    def endless(args, batch=0):  # the hub's stream, as long as the authors' 43 M rows and longer
+        for i in itertools.count():
+            pulled.append(batch)
+            yield {"input_ids": np.full((batch, 16), 7)} if batch else {"input_ids": [7] * 16}
+    monkeypatch.setattr(prepare, "hub_rows", endless)
+    monkeypatch.setattr(prepare, "write_rows", functools.partial(prepare.write_rows, chunk=1000))
+    meta, train, _ = run(tmp_path, "--hf", tmp_path / "set", "--seq_len", 16, "--val_fraction", "0", "--max_rows", 2500)
+    assert len(train) == 2500 and pulled == [0, 1000, 1000, 1000]  # the peek, then no chunk past --max_rows
+
+
+@pytest.mark.parametrize("case, needle", [("rows of 12", "has rows of 12 ids, not --seq_len 16"),
+                                          ("id past the vocabulary", "outside its tokenizer's"),
+                                          ("no parquet", "data/*.parquet")])
+def test_a_pretokenized_set_that_does_not_fit_is_refused_in_one_line(case, needle, tmp_path, out):
+    T, vocab = (12, None) if case == "rows of 12" else (16, 4000 if case == "id past the vocabulary" else None)
+    pretokenized_set(tmp_path / "set", T=T, vocab=vocab)
+    if case == "no parquet":
+        shutil.rmtree(tmp_path / "set" / "data")
+    before = snapshot(out)
+    r = run_cli("--hf", tmp_path / "set", "--seq_len", "16", "--out", out)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode != 0 and "Traceback" not in r.stderr and lines[-1].startswith("prepare.py: error:"), r.stderr
+    assert needle in lines[-1], lines[-1]
+    assert snapshot(out) == before
+
+
+def test_cram_trains_on_a_pretokenized_set_and_the_tools_and_the_export_use_its_specials(tmp_path):
+    pretokenized_set(tmp_path / "set", rows=(60, 40))
+    meta, _, _ = run(tmp_path, "--hf", tmp_path / "set", "--seq_len", 16, "--val_fraction", "0.1")
+    r = subprocess.run([sys.executable, str(ROOT / "cram.py"), "--preset", "tiny", "--local_bias", "0", "--data_dir",
+                        str(tmp_path / "out"), "--out_dir", str(tmp_path / "run"), "--max_steps", "2", "--micro_batch",
+                        "4", "--batch_size", "8", "--eval_seqs", "4", "--compile", "false", "--device", "cpu"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    kept = json.loads((tmp_path / "run" / "meta.json").read_text(encoding="utf-8"))
+    assert kept["special_ids"] == meta["special_ids"] and kept["special_ids"]["mask"] == 10  # <mask>, not [MASK]'s 4
+    import fill_mask
+    [[preds]] = fill_mask.main([str(tmp_path / "run" / "ckpt.pt"), "the cat <mask> on the mat ."])
+    assert len(preds) == 5
+    tok = prepare.load_tokenizer(tmp_path / "run", meta["vocab_size"])
+    assert fill_mask.encode_for_mlm(tok, "the cat <mask> .")[-2:] == [8, 7]  # . and <sep>, as rows end documents
+    import official  # the model shared: the release's folder names the set's tokens and computes the same
+    folder = official.export(tmp_path / "run" / "ckpt.pt", tmp_path / "shared")
+    names = json.loads((folder / "special_tokens_map.json").read_text(encoding="utf-8"))
+    assert names == {f"{k}_token": f"<{k}>" for k in ("pad", "unk", "cls", "sep", "mask")}
+    assert fill_mask.main([str(folder), "the cat <mask> on the mat ."]) == [[preds]]
