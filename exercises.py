@@ -53,7 +53,7 @@ EXERCISES = {
         ("mask_tokens",), """\
 Write `mask_tokens(ids, mask_id, vocab_size, rate, generator)`. Pick exactly k = round(rate * T) distinct positions
 in every sequence, uniformly at random and independently per sequence. Of those k slots, 80% become [MASK] (mask_id),
-10% a random token of the vocabulary (0 .. vocab_size - 1, one draw per slot) and 10% keep their token; which slot
+10% a random token of the vocabulary (any id from 0 to vocab_size - 1 inclusive, one draw per slot) and 10% keep their token; which slot
 gets which must not depend on where it is in the sequence. Return (inputs (B, T), positions (B, k),
 targets (B, k) = the original tokens at the positions). Leave the caller's `ids` as they were (work on a copy), and
 use only `generator` for randomness, so the same seed gives the same masks."""),
@@ -229,6 +229,13 @@ def check_masking(cram):
     expect(distinct > 0.8 * n, f"the random slots repeat their tokens ({distinct} different in {n} slots of a "
                                f"{V}-token vocabulary): draw one per slot")
     expect(0.35 < (drawn >= V // 2).float().mean().item() < 0.65, vocabulary + ", not evenly")
+    # a vocabulary of 8 and rows of one token (5): every other id in a slot was drawn; all of 0..7 must be, the last too
+    ids = torch.full((B, T), 5)
+    inputs_small, positions_small, _ = cram.mask_tokens(ids, mask_id, 8, 0.25, torch.Generator().manual_seed(6))
+    small = inputs_small.gather(1, positions_small)
+    for end in (0, 7):
+        expect(bool((small == end).any()), f"random tokens never drew id {end} of a vocabulary of 8: draw from 0 to "
+               "vocab_size - 1 inclusive (torch.randint's high is exclusive: randint(0, vocab_size, ...))")
     quarter = positions * 4 // T                                                   # (B, k): where each slot is
     masked = [(at == mask_id)[quarter == q].float().mean().item() for q in range(4)]
     expect(all(0.7 < m < 0.9 for m in masked),

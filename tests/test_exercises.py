@@ -182,6 +182,9 @@ SLIPS = [
     ("masking", "mask_tokens", MASK_TOKENS.format(
         sort="", random_ids="torch.randint(0, T, (B, n_rand), generator=generator)"),
      "random tokens must come from the whole vocabulary"),
+    ("masking", "mask_tokens", MASK_TOKENS.format(  # a learner's trial, 11-25: randint's high read as inclusive
+        sort="", random_ids="torch.randint(0, vocab_size - 1, (B, n_rand), generator=generator)"),
+     "never drew id 7 of a vocabulary of 8"),
     ("masking", "mask_tokens", MASK_TOKENS.format(sort=".sort(dim=1).values", random_ids=ONE_PER_SLOT),
      "must not depend on where it is in the sequence"),
     ("masking", "mask_tokens", MASK_TOKENS.format(sort="", random_ids=ONE_PER_SLOT).replace(
