@@ -23,17 +23,16 @@ lr(t) = peak * min(0.25 + t, 4(1 - t)) with t the fraction of the time budget us
 import argparse
 import contextlib
 import datetime
+import functools
 import gc
-import inspect
 import json
 import math
 import os
-import re
 import shutil
 import signal
 import sys
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 import torch
@@ -41,7 +40,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 # what the machine is, and can do; safe_console: what is printed never raises on a console lacking a character
-from errors import CramError  # a user's mistake: main() prints it in one line
+from errors import CramError, is_file_name  # a user's mistake: main() prints it in one line
 from hardware import amp_dtype, autocast, compile_by_default, device_peak_flops, dist_backend, run_info, safe_console
 from prepare import read_meta
 
@@ -49,70 +48,77 @@ from prepare import read_meta
 # ----------------------------------------------------------------------------------------------------------------
 # Config: one flat dataclass; the command line is generated from its fields, presets are dicts of overrides.
 
+def arg(default, meaning):
+    """A Config field: its default (the paper's) and what it means, which --help prints."""
+    return field(default=default, metadata={"help": meaning})
+
+
 @dataclass
 class Config:
-    preset: str = "auto"          # "paper", "tiny", or "auto" (paper on CUDA, tiny elsewhere)
-    data_dir: str = "data"        # folder written by prepare.py: train.bin, val.bin, meta.json
-    out_dir: str = "out"          # checkpoint, log.txt and metrics.jsonl go here
+    preset: str = arg("auto", "paper, tiny, or auto: paper on CUDA, tiny elsewhere")
+    data_dir: str = arg("data", "folder written by prepare.py: train.bin, val.bin, meta.json")
+    out_dir: str = arg("out", "checkpoint, log.txt and metrics.jsonl go here")
     # model (paper's final architecture)
-    n_layer: int = 16             # transformer blocks
-    n_embd: int = 768             # hidden width d
-    n_head: int = 12              # attention heads (head dim = n_embd / n_head = 64)
-    ffn_hidden: int = 3072        # first FFN Linear output; halved by the GLU gate, so 1536 -> d
-    pos_scale_init: float = 1.0   # the position scalar starts at this x 1/sqrt(n_embd) (paper: 1; tiny: 0, notes)
-    local_bias: float = 0.0       # > 0: attention bias -slope*|i-j|, slopes local_bias/2^h, last head 0 (paper: 0)
-    narrow: int = 0               # NarrowBERT: the last N blocks compute only the positions whose output is needed
-    norm_eps: float = 1e-12       # LayerNorm epsilon
-    dropout: float = 0.0          # off during pretraining (the paper); finetune_glue.py turns it on
+    n_layer: int = arg(16, "transformer blocks")
+    n_embd: int = arg(768, "hidden width d")
+    n_head: int = arg(12, "attention heads (head dim = n_embd / n_head = 64)")
+    ffn_hidden: int = arg(3072, "first FFN Linear output; halved by the GLU gate, so 1536 -> d")
+    pos_scale_init: float = arg(1.0, "the position scalar starts at this x 1/sqrt(n_embd) (tiny: 0, notes)")
+    local_bias: float = arg(0.0, "> 0: attention bias -slope*|i-j|, slopes local_bias/2^h, last head 0")
+    narrow: int = arg(0, "NarrowBERT: the last N blocks compute only the positions whose output is needed")
+    norm_eps: float = arg(1e-12, "LayerNorm epsilon")
+    dropout: float = arg(0.0, "off during pretraining (the paper); finetune_glue.py turns it on")
     # objective
-    mask_rate: float = 0.25       # fraction of each sequence that is predicted (exactly round(rate * T))
+    mask_rate: float = arg(0.25, "fraction of each sequence that is predicted (exactly round(rate * T))")
     # optimization ("bert-o4")
-    lr: float = 1e-3              # peak learning rate
-    beta1: float = 0.9            # AdamW's first-moment decay
-    beta2: float = 0.98           # AdamW's second-moment decay
-    adam_eps: float = 1e-12       # AdamW's epsilon
-    weight_decay: float = 0.01    # not applied to LayerNorm parameters, biases and the position scale
-    grad_clip: float = 0.5        # global L2 norm
-    batch_size: int = 8192        # target sequences per optimizer step, reached at t = ramp_until
-    micro_batch: int = 128        # sequences per forward/backward on one device
-    ramp_until: float = 0.6       # fraction of the budget where the batch size reaches batch_size
-    budget_hours: float = 24.0    # wall-clock training budget (evaluation and checkpoints are not counted)
-    max_steps: int = 0            # > 0: progress t = step / max_steps instead of time (reproducible runs, tests)
+    lr: float = arg(1e-3, "peak learning rate")
+    beta1: float = arg(0.9, "AdamW's first-moment decay")
+    beta2: float = arg(0.98, "AdamW's second-moment decay")
+    adam_eps: float = arg(1e-12, "AdamW's epsilon")
+    weight_decay: float = arg(0.01, "not applied to LayerNorm parameters, biases and the position scale")
+    grad_clip: float = arg(0.5, "global L2 norm")
+    batch_size: int = arg(8192, "target sequences per optimizer step, reached at t = ramp_until")
+    micro_batch: int = arg(128, "sequences per forward/backward on one device")
+    ramp_until: float = arg(0.6, "fraction of the budget where the batch size reaches batch_size")
+    budget_hours: float = arg(24.0, "wall-clock training budget (evaluation and checkpoints are not counted)")
+    max_steps: int = arg(0, "> 0: progress t = step / max_steps instead of time (reproducible runs, tests)")
     # evaluation, checkpoints, logs
-    eval_every: float = 0.1       # validate every this fraction of the budget, and at the end
-    eval_seqs: int = 1024         # validation sequences per evaluation (fixed masking seed)
-    ckpt_every_min: float = 30.0  # checkpoint every this many budget minutes, and at the end
-    resume: bool = False          # continue from out_dir/ckpt.pt
+    eval_every: float = arg(0.1, "validate every this fraction of the budget, and at the end")
+    eval_seqs: int = arg(1024, "validation sequences per evaluation (fixed masking seed)")
+    ckpt_every_min: float = arg(30.0, "checkpoint every this many budget minutes, and at the end")
+    resume: bool = arg(False, "continue from out_dir/ckpt.pt")
     # system
-    device: str = "auto"          # "auto", "cuda", "cpu", "mps"
-    compile: str = "auto"         # torch.compile: "auto" (on for CUDA, not on Windows), "true", "false"
-    shard: bool = False           # under torchrun: FSDP2 (ZeRO-3) splits weights, gradients, Adam moments over ranks
-    offload: bool = False         # with --shard on GPUs: the shards live in CPU memory (ZeRO-Offload), slower steps
-    seed: int = 0                 # weights at init and masks (a pure function of seed and step)
+    device: str = arg("auto", "auto, cuda, cpu or mps")
+    compile: str = arg("auto", "torch.compile: auto (on for CUDA, not on Windows), true, false")
+    shard: bool = arg(False, "under torchrun: FSDP2 (ZeRO-3) splits weights, gradients, Adam moments over ranks")
+    offload: bool = arg(False, "with --shard on GPUs: the shards live in CPU memory (ZeRO-Offload), slower steps")
+    seed: int = arg(0, "weights at init and masks (a pure function of seed and step)")
 
 
 PRESETS = {
     "paper": {},  # the defaults above are the paper's recipe
-    # Learns in 5 minutes on 2 CPU cores (docs/notes.md): 2 x 128 reads ~5M tokens in small steps at a 10x hotter lr,
-    # 10x the weight decay (to fine-tune), word order from a fixed local attention bias (sin/cos scalar at 0); vocab 8k.
-    "tiny": dict(n_layer=2, n_embd=128, n_head=4, ffn_hidden=512, pos_scale_init=0.0, local_bias=1.0, micro_batch=16,
-                 batch_size=64, lr=1e-2, weight_decay=0.1, budget_hours=5 / 60, eval_every=0.25, eval_seqs=512,
-                 ckpt_every_min=1.0),
+    # Learns in 5 minutes on 2 CPU cores (docs/notes.md): 2 x 128 reads ~5M tokens in small steps at a 10x hotter
+    # lr, 10x the weight decay (to fine-tune), word order from a fixed local attention bias (sin/cos scalar at 0).
+    "tiny": dict(n_layer=2, n_embd=128, n_head=4, ffn_hidden=512, pos_scale_init=0.0, local_bias=1.0,
+                 micro_batch=16, batch_size=64, lr=1e-2, weight_decay=0.1, budget_hours=5 / 60, eval_every=0.25,
+                 eval_seqs=512, ckpt_every_min=1.0),
 }
 
 
 def parse_config(argv=None):
     """Flags from Config's fields (types coerced, typos rejected); precedence: defaults < preset < flags."""
-    p = argparse.ArgumentParser(description="Pretrain a crammed BERT under a wall-clock budget.")
-    meaning = dict(re.findall(r"^    (\w+): .*?# (.*)$", inspect.getsource(Config), re.M))  # each field's comment
+    auto = "paper" if torch.cuda.is_available() else "tiny"
+    p = argparse.ArgumentParser(description="Pretrain a crammed BERT under a wall-clock budget. Defaults are the "
+                                f"paper preset's, with the tiny preset's beside them; --preset auto is {auto} here.")
     for f in fields(Config):
         kind = dict(action=argparse.BooleanOptionalAction) if f.type is bool else dict(type=f.type)
+        tiny = f", tiny: {PRESETS['tiny'][f.name]}" if f.name in PRESETS["tiny"] else ""
         p.add_argument(f"--{f.name}", **kind, default=argparse.SUPPRESS,
-                       help=f"{meaning.get(f.name, '')} (default {f.default})".replace("%", "%%"))
+                       help=f"{f.metadata['help']} (default {f.default}{tiny})".replace("%", "%%"))
     given = vars(p.parse_args(argv))
     preset = given.get("preset", "auto")
     if preset == "auto":
-        preset = "paper" if torch.cuda.is_available() else "tiny"
+        preset = auto
     if preset not in PRESETS:
         p.error(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}")
     return Config(**{**PRESETS[preset], **given, "preset": preset})
@@ -210,19 +216,18 @@ class Attention(nn.Module):
         self.qkv = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=False)
         self.out = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
 
-    def forward(self, x, attn_mask=None, kv=None):                                 # x (B, T, C)
+    def forward(self, x, attn_mask=None):                                          # x (B, T, C)
         B, T, C = x.shape
-        H, D = self.n_head, C // self.n_head
-        if kv is None:  # self-attention, one fused matmul
-            q, k, v = self.qkv(x).view(B, T, 3, H, D).permute(2, 0, 3, 1, 4)                   # (B, H, T, D)
-        else:  # a narrow block: queries at x's T positions, keys and values at every position of kv (B, S, C)
-            q = F.linear(x, self.qkv.weight[:C]).view(B, T, H, D).transpose(1, 2)                 # (B, H, T, D)
-            k, v = F.linear(kv, self.qkv.weight[C:]).view(B, -1, 2, H, D).permute(2, 0, 3, 1, 4)  # (B, H, S, D)
+        q, k, v = self.qkv(x).view(B, T, 3, self.n_head, C // self.n_head).permute(2, 0, 3, 1, 4)  # (B, H, T, D)
+        return self.attend(q, k, v, attn_mask)
+
+    def attend(self, q, k, v, attn_mask):                                          # q (B, H, T, D), k v (B, H, S, D)
         if attn_mask is not None and attn_mask.is_floating_point():  # a float bias must match q (bf16 in autocast)
             attn_mask = attn_mask.to(q.dtype)
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask,
                                            dropout_p=self.dropout if self.training else 0.0)
-        return self.out(y.transpose(1, 2).reshape(B, T, C))
+        B, H, T, D = y.shape
+        return self.out(y.transpose(1, 2).reshape(B, T, H * D))                    # (B, T, C)
 
 
 class GLUFeedForward(nn.Module):
@@ -249,8 +254,8 @@ class Block(nn.Module):
         self.ffn = GLUFeedForward(cfg)
         self.drop = nn.Dropout(cfg.dropout)
 
-    def forward(self, x, attn_mask=None, context=None):  # context: a narrow block's keys and values (NarrowBERT)
-        x = x + self.drop(self.attn(self.norm1(x), attn_mask, None if context is None else self.norm1(context)))
+    def forward(self, x, attn_mask=None):
+        x = x + self.drop(self.attn(self.norm1(x), attn_mask))
         return x + self.drop(self.ffn(self.norm2(x)))
 
 
@@ -258,8 +263,10 @@ class CrammedBERT(nn.Module):
     def __init__(self, cfg, vocab_size, seq_len):
         super().__init__()
         self.embed = Embeddings(cfg, vocab_size, seq_len)
-        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
-        self.final_norm, self.narrow = nn.LayerNorm(cfg.n_embd, eps=cfg.norm_eps), cfg.narrow
+        self.wide, self.narrow = cfg.n_layer - cfg.narrow, cfg.narrow  # narrow: 0 in the paper (NarrowBlock, below)
+        self.blocks = nn.ModuleList([*(Block(cfg) for _ in range(self.wide)),
+                                     *(NarrowBlock(cfg) for _ in range(self.narrow))])
+        self.final_norm = nn.LayerNorm(cfg.n_embd, eps=cfg.norm_eps)
         distance = (torch.arange(seq_len)[:, None] - torch.arange(seq_len)[None, :]).abs()         # (T, T)
         slopes = cfg.local_bias / 2.0 ** torch.arange(cfg.n_head)                                  # (H,)
         slopes[-1] = 0.0  # the last head sees the whole row: [CLS] must, to classify a sentence (notes)
@@ -271,33 +278,61 @@ class CrammedBERT(nn.Module):
 
     def encode(self, ids, pad_mask=None, positions=None):
         """Hidden states (B, T, C), or (B, k, C) at positions (B, k). pad_mask (B, T) is True on real tokens
-        (fine-tuning pads; pretraining not). The last cfg.narrow blocks (NarrowBERT, Li et al. 2023) take keys and
-        values from the last wide block's output, so computing only the needed positions is exact."""
+        (fine-tuning pads; pretraining not)."""
         attn_mask = None if pad_mask is None else pad_mask[:, None, None, :]         # (B, 1, 1, T) keys
         if self.attn_bias is not None:  # the local bias, with padded keys at -inf
             bias = self.attn_bias[:, :ids.shape[1], :ids.shape[1]]                     # (H, T, T)
             attn_mask = bias if attn_mask is None else bias.masked_fill(~attn_mask, float("-inf"))
-        x, wide = self.embed(ids), len(self.blocks) - self.narrow
-        for block in self.blocks[:wide]:
+        x = self.embed(ids)
+        for block in self.blocks[:self.wide]:
             x = block(x, attn_mask)
-        context = x  # what every narrow block attends to
+        if self.narrow:  # NarrowBERT (--narrow, off in the paper): see narrow_blocks below
+            return self.final_norm(narrow_blocks(self.blocks[self.wide:], x, attn_mask, positions))
         if positions is not None:
             x = x.gather(1, positions[..., None].expand(-1, -1, x.shape[-1]))                 # (B, k, C)
-            if self.narrow and attn_mask is not None and attn_mask.shape[-2] > 1:  # the bias rows of these queries
-                m = attn_mask.expand(len(ids), *attn_mask.shape[-3:])                        # (B, H, T, T)
-                attn_mask = m.gather(2, positions[:, None, :, None].expand(-1, m.shape[1], -1, m.shape[3]))
-        for block in self.blocks[wide:]:
-            x = block(x, attn_mask, context)
         return self.final_norm(x)
 
     def forward(self, ids, positions, targets=None):
-        """Sparse MLM logits (B, k, V): the tied decoder runs only at the masked positions (B, k). With targets (B, k)
-        their mean cross-entropy, computed in the compiled model: the logits are never copied to fp32 outside it."""
+        """Sparse MLM logits (B, k, V): the tied decoder runs only at the masked positions (B, k). With targets
+        (B, k) their mean cross-entropy, computed in the compiled model: the logits never go to fp32 outside it."""
         h = self.encode(ids, positions=positions)                                      # (B, k, C)
         logits = h @ self.embed.tok.weight.T                                           # (B, k, V)
         if targets is None:
             return logits
         return F.cross_entropy(logits.view(-1, logits.shape[-1]).float(), targets.view(-1))
+
+
+# NarrowBERT (Li et al. 2023), opt-in with --narrow N: the last N blocks compute only the rows whose output is needed.
+# Their queries are those rows; their keys and values are every row of the last wide block's output. As no narrow
+# block reads another row's narrow state, computing only the masked rows is exact, and fine-tuning (every row) sees
+# the model that pretraining trained. The parameters are a Block's: the same names, the same checkpoints.
+
+class NarrowBlock(Block):
+    """A pre-LN block whose queries come from x (B, k, C), keys and values from context (B, T, C)."""
+
+    def forward(self, x, attn_mask=None, context=None):
+        kv = self.norm1(x if context is None else context)
+        x = x + self.drop(self.cross_attention(self.norm1(x), kv, attn_mask))
+        return x + self.drop(self.ffn(self.norm2(x)))
+
+    def cross_attention(self, x, kv, attn_mask):  # the fused qkv weight, split: q from x, k and v from kv
+        (B, T, C), H = x.shape, self.attn.n_head
+        q = F.linear(x, self.attn.qkv.weight[:C]).view(B, T, H, C // H).transpose(1, 2)                 # (B, H, T, D)
+        k, v = F.linear(kv, self.attn.qkv.weight[C:]).view(B, -1, 2, H, C // H).permute(2, 0, 3, 1, 4)  # (B, H, S, D)
+        return self.attn.attend(q, k, v, attn_mask)
+
+
+def narrow_blocks(blocks, context, attn_mask, positions):
+    """Run the narrow blocks on the rows at positions (B, k) (None: every row), attending to context (B, T, C)."""
+    x = context
+    if positions is not None:
+        x = torch.take_along_dim(context, positions[..., None], dim=1)                # (B, k, C)
+        if attn_mask is not None and attn_mask.shape[-2] > 1:  # the local bias: the rows of these queries
+            m = attn_mask.expand(len(x), *attn_mask.shape[-3:])                        # (B, H, T, T)
+            attn_mask = m.gather(2, positions[:, None, :, None].expand(-1, m.shape[1], -1, m.shape[3]))
+    for block in blocks:
+        x = block(x, attn_mask, context)
+    return x
 
 
 def flops_per_token(model, cfg, seq_len):
@@ -344,14 +379,15 @@ def save_checkpoint(path, state):
     os.replace(tmp, path)
 
 
-def read_checkpoint(path):
+def read_checkpoint(path, mmap=False):
     """torch.load to the CPU (no GPU memory spike; the RNG state stays there), one-line errors for a missing, cut or
-    foreign file. weights_only: tensors and plain values, a shared file can never run code (TorchVersion is a str)."""
+    foreign file. weights_only: tensors and plain values, a shared file can never run code (TorchVersion is a str).
+    mmap: the tensors stay in the file, read when used, their pages shared by the processes that map it."""
     if not os.path.isfile(path):
         raise CramError(f"no checkpoint at {path}: check the path (and --out_dir), or train one first")
     try:
         with torch.serialization.safe_globals([torch.torch_version.TorchVersion]):
-            return torch.load(path, map_location="cpu", weights_only=True)
+            return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except Exception as e:
         raise damaged(path, e) from None
 
@@ -361,34 +397,14 @@ def damaged(path, e):  # a checkpoint cut short, not cram.py's, or with a field 
                      f"{' '.join(str(e).split())[:150]}): check the path, or train afresh in another --out_dir")
 
 
-def full_state(model, optimizer):
-    """--shard: the state of all ranks, gathered by DCP (each rank calls this) to rank 0's CPU, as one device's."""
-    from torch.distributed.checkpoint import state_dict as dcp  # imported only for --shard: ~1 s at start-up
-    options = dcp.StateDictOptions(full_state_dict=True, cpu_offload=True)
-    weights, moments = dcp.get_model_state_dict(model, options=options), optimizer.state_dict()
-    if optimizer.state:  # none before the first step (DCP would make them by a step of lr 0: one more for Adam)
-        moments = dcp.get_optimizer_state_dict(model, optimizer, options=options)
-    return reformat(weights, moments, model, optimizer, ()) if weights else ({}, {})
-
-
-def reformat(weights, moments, model, optimizer, shape):
-    """Checkpoint format <-> DCP's (--shard): Adam moments by index <-> by name, the position scalar () <-> (1,)."""
-    names = [n for g in optimizer.param_groups for p in g["params"] for n, q in model.named_parameters() if q is p]
-    key = dict(enumerate(names)) if shape else {n: i for i, n in enumerate(names)}
-    key |= {v: v for v in key.values()}  # keys already so stay: before step 1 full_state passes the index form
-    pos = {"embed.pos_scale", names.index("embed.pos_scale")}  # the position scalar's key, by name or by index
-    weights["embed.pos_scale"] = weights["embed.pos_scale"].reshape(shape)
-    return weights, {"state": {key[k]: {m: v.reshape(shape) if k in pos and m != "step" else v for m, v in s.items()}
-                               for k, s in moments["state"].items()},
-                     "param_groups": [{**g, "params": [key[k] for k in g["params"]]} for g in moments["param_groups"]]}
-
-
 def load_model(ckpt_path, device="cpu"):
     """Rebuild the raw model of a checkpoint; returns (model, cfg, meta). The tools call official.load_pretrained,
     which also takes the paper's released folder."""
     ckpt = read_checkpoint(ckpt_path)
     try:
         cfg, meta = Config(**ckpt["config"]), ckpt["meta"]
+        if "folder" in meta or not is_file_name(meta.get("tokenizer_file") or "tokenizer.json"):
+            raise ValueError("its meta names a file outside the checkpoint's folder")  # the tools read it there
         model = CrammedBERT(cfg, ckpt["vocab_size"], ckpt["seq_len"])
         model.load_state_dict(ckpt["model"])
     except Exception as e:  # a field missing, or of the wrong type or shape
@@ -397,7 +413,8 @@ def load_model(ckpt_path, device="cpu"):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Training.
+# Training: one loop, train() below; each of its steps is named. In one process `ranks` (rank 0 of 1) does nothing:
+# what several processes need is in the last section, "Scaling out", which a first reading may skip.
 
 def pick_device(name):
     if name == "auto":
@@ -407,54 +424,6 @@ def pick_device(name):
     if name != "cpu" and not (torch.cuda if name == "cuda" else torch.backends.mps).is_available():
         raise CramError(f"--device {name} was asked for but no {name.upper()} device is visible: use --device cpu")
     return torch.device(name)
-
-
-@torch.no_grad()
-def evaluate(model, val, cfg, mask_id, vocab_size, amp, device):
-    """Mean MLM loss on the first eval_seqs validation sequences, the same masks every time: (all predicted slots,
-    the [MASK] slots alone). The 10% that keep their token are easy: a copying model gets ~ln 2 there (notes)."""
-    model.eval()
-    gen = torch.Generator(device=device).manual_seed(1234)  # not the weights' device: --offload keeps them on the CPU
-    n, losses, shown = min(len(val), cfg.eval_seqs), [], []
-    for start in range(0, n, cfg.micro_batch):
-        ids = get_batch(val, start, min(cfg.micro_batch, n - start), gen.device)
-        inputs, positions, targets = mask_tokens(ids, mask_id, vocab_size, cfg.mask_rate, gen)
-        with amp():
-            logits = model(inputs, positions)                                  # (B, k, V)
-        losses.append(F.cross_entropy(logits.float().transpose(1, 2), targets, reduction="none"))  # (B, k)
-        shown.append(inputs.gather(1, positions) == mask_id)                  # (B, k): slots the model sees as [MASK]
-    model.train()
-    losses, shown = torch.cat(losses), torch.cat(shown)
-    return losses.mean().item(), losses[shown].mean().item()
-
-
-def resume(path, cfg, meta, model, optimizer, scaler):
-    """Load a checkpoint's state into model, optimizer and scaler, on any device: the same model on the same data
-    (else one line names the setting), any --micro_batch (the batch target counts sequences). Returns the counters."""
-    ckpt = read_checkpoint(path)  # on the CPU: the RNG state must stay there, the rest is copied to the device
-    try:
-        was, now = {**asdict(Config(**ckpt["config"])), **ckpt["meta"]}, {**asdict(cfg), **meta}  # new fields: defaults
-        for key in ("n_layer", "n_embd", "n_head", "ffn_hidden", "local_bias", "narrow", "mask_rate", "tokenizer",
-                    "vocab_size", "seq_len", "num_sequences"):  # the model, and the data in --data_dir
-            if was.get(key) != now.get(key):
-                raise CramError(f"{path} was trained with {key}={was.get(key)} but this run has {now.get(key)}: use "
-                                "the same preset, flags and --data_dir, or another --out_dir")
-        if cfg.shard:  # whoever wrote the file (every rank read all of it), each rank keeps its slice of every tensor
-            from torch.distributed.checkpoint import state_dict as dcp
-            weights, moments = reformat(ckpt["model"], ckpt["optimizer"], model, optimizer, (1,))
-            dcp.set_state_dict(model, optimizer, model_state_dict=weights, optim_state_dict=moments,
-                               options=dcp.StateDictOptions(full_state_dict=True))
-            if not moments["state"]:  # saved before the first step: DCP made moments by a step of lr 0, Adam counts it
-                optimizer.state.clear()
-        else:
-            model.load_state_dict(ckpt["model"])
-            optimizer.load_state_dict(ckpt["optimizer"])  # moves the Adam moments to the parameters' device
-        if ckpt["scaler"]:  # empty from a bf16 or CPU run: an fp16 GPU then starts its loss scale afresh
-            scaler.load_state_dict(ckpt["scaler"])
-        torch.set_rng_state(ckpt["rng"]["torch"])
-        return ckpt["step"], ckpt["train_time"], ckpt["data_pos"], ckpt["val_loss"], was["micro_batch"]
-    except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as e:  # a field missing or wrong
-        raise damaged(path, e) from None
 
 
 def check_config(cfg):
@@ -482,191 +451,267 @@ def check_config(cfg):
          "--offload moves the GPU shards of --shard to CPU memory: it needs --shard and a CUDA device"),
         (not cfg.shard or int(os.environ.get("WORLD_SIZE", 1)) > 1, "--shard splits the training state over the "
          "processes of torchrun: launch `torchrun --nproc_per_node N cram.py --shard ...` (N >= 2), or drop --shard"),
+        (not cfg.shard or fsdp2(), f"--shard needs torch >= 2.6 (FSDP2's fully_shard); this is torch "
+         f"{torch.__version__}: upgrade it (pip install -U torch), or drop --shard"),
     ]
     if message := next((message for ok, message in rules if not ok), None):
         raise CramError(message)
 
 
+
+
+@torch.no_grad()
+def evaluate(model, val, cfg, mask_id, vocab_size, amp, device):
+    """Mean MLM loss on the first eval_seqs validation sequences, the same masks every time: (all predicted slots,
+    the [MASK] slots alone). The 10% that keep their token are easy: a copying model gets ~ln 2 there (notes)."""
+    model.eval()
+    gen = torch.Generator(device=device).manual_seed(1234)  # not the weights' device: --offload keeps them on the CPU
+    n, losses, shown = min(len(val), cfg.eval_seqs), [], []
+    for start in range(0, n, cfg.micro_batch):
+        ids = get_batch(val, start, min(cfg.micro_batch, n - start), gen.device)
+        inputs, positions, targets = mask_tokens(ids, mask_id, vocab_size, cfg.mask_rate, gen)
+        with amp():
+            logits = model(inputs, positions)                                  # (B, k, V)
+        losses.append(F.cross_entropy(logits.float().transpose(1, 2), targets, reduction="none"))  # (B, k)
+        shown.append(inputs.gather(1, positions) == mask_id)                  # (B, k): slots the model sees as [MASK]
+    model.train()
+    losses, shown = torch.cat(losses), torch.cat(shown)
+    return losses.mean().item(), losses[shown].mean().item()
+
+
+@dataclass
+class Clock:
+    """Where a run stands: saved in every checkpoint, restored by --resume."""
+    step: int = 0
+    train_time: float = 0.0     # seconds spent inside training steps: the budget clock
+    data_pos: int = 0           # sequences read, in stored order: the next step starts here
+    val_loss: float = math.nan  # the last evaluation's
+
+    def progress(self, cfg):
+        """t, the fraction of the budget used (--max_steps: of the steps): what the schedules read."""
+        return self.step / cfg.max_steps if cfg.max_steps > 0 else self.train_time / cfg.budget_hours / 3600
+
+
+def resume(path, cfg, meta, model, optimizer, scaler):
+    """Load a checkpoint's state into model, optimizer and scaler, on any device: the same model on the same data
+    (else one line names the setting), any --micro_batch (the batch target counts sequences). Returns the Clock's
+    fields and the micro-batch it was trained with."""
+    ckpt = read_checkpoint(path, mmap=cfg.shard)  # to the CPU: the RNG state must stay there; --shard: last section
+    try:
+        was, now = {**asdict(Config(**ckpt["config"])), **ckpt["meta"]}, {**asdict(cfg), **meta}  # new fields: defaults
+        for key in ("n_layer", "n_embd", "n_head", "ffn_hidden", "local_bias", "narrow", "mask_rate", "tokenizer",
+                    "vocab_size", "seq_len", "num_sequences"):  # the model, and the data in --data_dir
+            if was.get(key) != now.get(key):
+                raise CramError(f"{path} was trained with {key}={was.get(key)} but this run has {now.get(key)}: "
+                                "use the same preset, flags and --data_dir, or another --out_dir")
+        if cfg.shard:
+            load_shards(ckpt, model, optimizer)
+        else:
+            model.load_state_dict(ckpt["model"])
+            optimizer.load_state_dict(ckpt["optimizer"])  # moves the Adam moments to the parameters' device
+        if ckpt["scaler"]:  # empty from a bf16 or CPU run: an fp16 GPU then starts its loss scale afresh
+            scaler.load_state_dict(ckpt["scaler"])
+        torch.set_rng_state(ckpt["rng"]["torch"])
+        return ckpt["step"], ckpt["train_time"], ckpt["data_pos"], ckpt["val_loss"], was["micro_batch"]
+    except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as e:  # a field missing or wrong
+        raise damaged(path, e) from None
+
+
+class Log:
+    """Rank 0's record of the run: each line printed and appended to log.txt, its numbers to metrics.jsonl. The
+    step and eval lines (README) carry tokens, FLOPs and MFU: flops is per token, peak the device's FLOP/s."""
+
+    def __init__(self, cfg, meta, master, baseline, flops, peak):
+        self.master, self.T, self.baseline, self.flops, self.peak = master, meta["seq_len"], baseline, flops, peak
+        if master:  # finetune_glue.py finds meta.json and the tokenizer beside ckpt.pt (read_meta: bare names)
+            os.makedirs(cfg.out_dir, exist_ok=True)
+            for name in ("meta.json", meta.get("tokenizer_file") or ""):
+                if name and os.path.exists(os.path.join(cfg.data_dir, name)):
+                    shutil.copyfile(os.path.join(cfg.data_dir, name), os.path.join(cfg.out_dir, name))
+            self.files = [open(os.path.join(cfg.out_dir, name), "a", buffering=1, encoding="utf-8")
+                          for name in ("log.txt", "metrics.jsonl")]  # line-buffered: on disk at once
+
+    def __call__(self, msg, **metrics):
+        if self.master:
+            print(msg, flush=True)
+            self.files[0].write(msg + "\n")
+            if metrics:
+                self.files[1].write(json.dumps(metrics) + "\n")
+
+    def eval(self, clock, t, loss, mask_loss):
+        tokens, base = clock.data_pos * self.T, self.baseline
+        self(f"eval  {clock.step:6d} | val loss {loss:.4f} | {base - loss:+.3f} nats under unigram | [MASK] slots "
+             f"{mask_loss:.4f} ({base - mask_loss:+.3f}) | budget {100 * t:5.1f}%", step=clock.step, val_loss=loss,
+             val_loss_mask=mask_loss, budget=t, train_time=clock.train_time, tokens=tokens, flops=tokens * self.flops)
+        return loss
+
+    def step(self, clock, t, loss, lr, batch, dt, world):
+        tok_s, tokens = batch * self.T / dt, clock.data_pos * self.T
+        mfu = f"{100 * tok_s * self.flops / (self.peak * world):.1f}%" if self.peak else "n/a"
+        self(f"step {clock.step:6d} | loss {loss:.4f} | lr {lr:.2e} | batch {batch:5d} | tok/s {tok_s:9,.0f} | "
+             f"mfu {mfu:>5} | budget {100 * t:5.1f}%", step=clock.step, loss=loss, lr=lr, batch=batch, tok_s=tok_s,
+             budget=t, train_time=clock.train_time, tokens=tokens, flops=tokens * self.flops)
+
+
+def micro_batches(data, start, batch, cfg, ranks, meta, gen, device):
+    """This rank's slices of the step's rows start .. start + batch, one micro-batch each, masked (section 4.3)."""
+    unit = cfg.micro_batch * ranks.world
+    for micro in range(batch // unit):
+        ids = get_batch(data, start + micro * unit + ranks.rank * cfg.micro_batch, cfg.micro_batch, device)
+        yield mask_tokens(ids, meta["special_ids"]["mask"], meta["vocab_size"], cfg.mask_rate, gen)
+
+
+def accumulate(train_model, batches, accum, amp, scaler, ranks):
+    """Forward and backward of each micro-batch, its loss / accum: the gradients add up to the whole batch's."""
+    total = 0
+    for micro, (inputs, positions, targets) in enumerate(batches):
+        with ranks.no_sync_until(micro == accum - 1, train_model):  # one process: nothing to sync
+            with amp():
+                loss = train_model(inputs, positions, targets) / accum
+            scaler.scale(loss).backward()
+        total += loss.detach()
+    return total
+
+
+def clip_and_step(model, optimizer, scaler, grad_clip):
+    """Clip the gradients' global L2 norm, take the AdamW step (fp16: unscaled first, skipped on an overflow)."""
+    scaler.unscale_(optimizer)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    scaler.step(optimizer)
+    scaler.update()
+    optimizer.zero_grad(set_to_none=True)
+
+
+def checkpoint(path, model, optimizer, scaler, clock, ranks, cfg, **facts):
+    """The raw (uncompiled) weights, so that cram.py and finetune_glue.py load them anywhere; rank 0 writes."""
+    weights, moments = full_state(model, optimizer) if cfg.shard else (model.state_dict(), optimizer.state_dict())
+    if ranks.master:
+        save_checkpoint(path, {"model": weights, "optimizer": moments, "scaler": scaler.state_dict(),
+                               **asdict(clock), "config": asdict(cfg), "rng": {"torch": torch.get_rng_state()},
+                               **facts})
+
+
+def validate(model, val, cfg, meta, amp, device, ranks):
+    """evaluate() on rank 0 (--shard: on every rank, as each block gathers its weights from all); elsewhere NaN."""
+    if not (ranks.master or cfg.shard):
+        return math.nan, math.nan
+    return evaluate(model, val, cfg, meta["special_ids"]["mask"], meta["vocab_size"], amp, device)
+
+
+def stop_on_signals():
+    """Ctrl+C, kill, Windows' Ctrl+Break: note the signal; the loop finishes its step, saves and exits."""
+    stop = {}
+    for sig in {signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGBREAK", signal.SIGINT)}:
+        signal.signal(sig, lambda signum, frame: stop.setdefault("signal", signal.Signals(signum).name))
+    return stop
+
+
+def out_of_memory(e, cfg, save, ranks, ckpt_path, step):
+    """Keep the work done, and say which knob to turn, in one line."""
+    if not cfg.shard:  # under --shard the other ranks wait in a gather: no checkpoint (the last one stays)
+        save()
+    where = f"saved at step {step}" if ranks.master and not cfg.shard else f"rank {ranks.rank}"
+    return CramError(f"out of memory with --micro_batch {cfg.micro_batch} ({str(e).split('. Including')[0]}; "
+                     f"{where}): continue {ckpt_path} with --resume --micro_batch {max(1, cfg.micro_batch // 2)} "
+                     "(the batch target stays)")
+
+
 def train(cfg):
+    """Set up, then one loop: (evaluate, checkpoint: off the budget clock) -> check the budget -> accumulate
+    micro-batches -> clip and step -> log. Returns the final validation loss."""
     check_config(cfg)
-    device = pick_device(cfg.device)
-    rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
-    if world > 1:  # launched by torchrun: one process per device, gradients averaged by DDP (or sharded: --shard)
-        if device.type == "cuda":
-            device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
-            torch.cuda.set_device(device)
-        torch.distributed.init_process_group(backend=dist_backend(device),
-                                             device_id=device if device.type == "cuda" else None,
-                                             timeout=datetime.timedelta(minutes=30))  # a checkpoint to slow disks
-    master = rank == 0
-    if cfg.micro_batch * world > cfg.batch_size:  # one micro-batch per device is the smallest step
-        raise CramError(f"--micro_batch {cfg.micro_batch} on {world} devices is {cfg.micro_batch * world} sequences a "
-                        f"step, more than --batch_size {cfg.batch_size}: lower --micro_batch (the ramp needs several)")
+    ranks, device = start_processes(cfg)  # one process: rank 0 of 1 (last section)
+    if cfg.micro_batch * ranks.world > cfg.batch_size:  # one micro-batch per device is the smallest step
+        raise CramError(f"--micro_batch {cfg.micro_batch} on {ranks.world} devices is {cfg.micro_batch * ranks.world}"
+                        f" sequences a step, more than --batch_size {cfg.batch_size}: lower --micro_batch (the ramp "
+                        "needs several)")
     train_data, meta = load_split(cfg.data_dir, "train")
     val_data, _ = load_split(cfg.data_dir, "val")
-    vocab_size, T, mask_id = meta["vocab_size"], meta["seq_len"], meta["special_ids"]["mask"]
+    T = meta["seq_len"]
     if round(cfg.mask_rate * T) < 1:
         raise CramError(f"--mask_rate {cfg.mask_rate} masks no token of a {T}-token sequence: raise it")
 
     torch.manual_seed(cfg.seed)
-    model = CrammedBERT(cfg, vocab_size, T).to(device)
-    if cfg.shard:  # FSDP2 (ZeRO-3), in place, before the optimizer: each rank keeps 1/world of every weight, its
-        from torch.distributed.fsdp import CPUOffloadPolicy, OffloadPolicy, fully_shard  # gradient and Adam moments
-        model.embed.pos_scale = nn.Parameter(model.embed.pos_scale.detach().reshape(1))  # it shards no 0-dim tensor
-        mesh = torch.distributed.init_device_mesh(device.type, (world,))  # --offload: shards in CPU memory, Adam too
-        for module in [*model.blocks, model]:  # each block's weights gathered just before it runs, then the rest's
-            fully_shard(module, mesh=mesh, offload_policy=CPUOffloadPolicy() if cfg.offload else OffloadPolicy())
+    model = CrammedBERT(cfg, meta["vocab_size"], T).to(device)
+    if cfg.shard:  # ZeRO-3, before the optimizer sees the weights (last section)
+        shard_model(model, device, ranks.world, cfg.offload)
     optimizer = make_optimizer(model, cfg, device)
     dtype = amp_dtype(device)  # bf16 from Ampere on, fp16 with loss scaling before it, fp32 on the CPU and MPS
     scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
-    amp = lambda: autocast(device, dtype)  # noqa: E731  (in fp32 no autocast at all: what MPS needs)
-
-    ckpt_path = os.path.join(cfg.out_dir, "ckpt.pt")
-    step, train_time, data_pos, val_loss = 0, 0.0, 0, float("nan")
+    amp = functools.partial(autocast, device, dtype)  # in fp32 no autocast at all: what MPS needs
+    ckpt_path, clock, old_micro = os.path.join(cfg.out_dir, "ckpt.pt"), Clock(), cfg.micro_batch
     if cfg.resume:
-        step, train_time, data_pos, val_loss, old_micro = resume(ckpt_path, cfg, meta, model, optimizer, scaler)
+        *counters, old_micro = resume(ckpt_path, cfg, meta, model, optimizer, scaler)
+        clock = Clock(*counters)
     elif os.path.exists(ckpt_path):
         raise CramError(f"{ckpt_path} already exists: pass --resume to continue it, or choose another --out_dir")
-
-    train_model = model
-    if world > 1 and not cfg.shard:
-        train_model = torch.nn.parallel.DistributedDataParallel(  # no buffer to broadcast: pos_table is fixed
-            model, device_ids=[device] if device.type == "cuda" else None, broadcast_buffers=False,
-            gradient_as_bucket_view=True)  # no second copy of the gradients
+    train_model = ranks.wrap(model, device)  # several processes without --shard: DDP; else the model itself
     if cfg.compile == "true" or (cfg.compile == "auto" and compile_by_default(device)):  # CUDA, not on Windows
         train_model = torch.compile(train_model)  # static shapes: fixed micro-batch and fixed masked count
 
-    peak, flops = device_peak_flops(device), flops_per_token(model, cfg, T)  # MFU in the step lines
-    progress = (lambda: step / cfg.max_steps) if cfg.max_steps > 0 else (lambda: train_time / cfg.budget_hours / 3600)
-    if master:  # rank 0 alone writes the logs (log() below) and the checkpoint
-        os.makedirs(cfg.out_dir, exist_ok=True)
-        for name in ("meta.json", meta.get("tokenizer_file") or ""):  # finetune_glue.py finds them beside ckpt.pt
-            if name and os.path.exists(os.path.join(cfg.data_dir, name)):
-                shutil.copyfile(os.path.join(cfg.data_dir, name), os.path.join(cfg.out_dir, name))
-        log_file, metrics_file = (open(os.path.join(cfg.out_dir, name), "a", buffering=1, encoding="utf-8")
-                                  for name in ("log.txt", "metrics.jsonl"))  # line-buffered: on disk at once
-
-    def log(msg, **metrics):
-        if master:
-            print(msg, flush=True)
-            log_file.write(msg + "\n")
-            if metrics:
-                metrics_file.write(json.dumps(metrics) + "\n")
-
-    baseline = unigram_entropy(train_data, val_data[: cfg.eval_seqs]) if master else float("nan")
+    baseline = unigram_entropy(train_data, val_data[: cfg.eval_seqs]) if ranks.master else math.nan
+    flops, info = flops_per_token(model, cfg, T), run_info(device)
+    log = Log(cfg, meta, ranks.master, baseline, flops, device_peak_flops(device))
     log(f"config: {json.dumps(asdict(cfg))}")
-    log(f"run: {json.dumps({**run_info(device), 'world_size': world, 'amp': str(dtype)})}")
-    log(f"data: {cfg.data_dir} | {meta['num_sequences']} sequences of {T} | vocab {vocab_size} | "
+    log(f"run: {json.dumps({**info, 'world_size': ranks.world, 'amp': str(dtype)})}")
+    log(f"data: {cfg.data_dir} | {meta['num_sequences']} sequences of {T} | vocab {meta['vocab_size']} | "
         f"unigram baseline {baseline:.4f} nats")
-    log(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters | {flops / 1e6:.0f} MFLOP/token | "
-        f"{'resuming at step %d, %.1f%% of budget' % (step, 100 * progress()) if cfg.resume else 'fresh start'}"
-        + (f", micro-batch {old_micro} -> {cfg.micro_batch}" if cfg.resume and old_micro != cfg.micro_batch else ""))
+    log(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters | {flops / 1e6:.0f} MFLOP/token"
+        f" | {f'resuming at step {clock.step}, {100 * clock.progress(cfg):.1f}% of budget' if cfg.resume else 'fresh start'}"
+        + (f", micro-batch {old_micro} -> {cfg.micro_batch}" if old_micro != cfg.micro_batch else ""))
+    save = functools.partial(checkpoint, ckpt_path, model, optimizer, scaler, clock, ranks, cfg, meta=meta,
+                             vocab_size=meta["vocab_size"], seq_len=T, info=info, unigram_baseline=baseline)
 
-    def save():  # the raw (uncompiled) weights, so cram.py and finetune_glue.py load them anywhere
-        weights, moments = full_state(model, optimizer) if cfg.shard else (model.state_dict(), optimizer.state_dict())
-        if master:
-            save_checkpoint(ckpt_path, {
-                "model": weights, "optimizer": moments, "scaler": scaler.state_dict(),
-                "step": step, "train_time": train_time, "data_pos": data_pos, "val_loss": val_loss,
-                "config": asdict(cfg), "meta": meta, "vocab_size": vocab_size, "seq_len": T,
-                "rng": {"torch": torch.get_rng_state()}, "info": run_info(device), "unigram_baseline": baseline})
-
-    def log_eval(t):  # off the budget clock: rank 0 evaluates, under --shard with all ranks (a block gathers from all)
-        loss, mask_loss = (evaluate(model, val_data, cfg, mask_id, vocab_size, amp, device) if master or cfg.shard
-                           else (math.nan, math.nan))
-        log(f"eval  {step:6d} | val loss {loss:.4f} | {baseline - loss:+.3f} nats under unigram | [MASK] slots "
-            f"{mask_loss:.4f} ({baseline - mask_loss:+.3f}) | budget {100 * t:5.1f}%", step=step, val_loss=loss,
-            val_loss_mask=mask_loss, budget=t, train_time=train_time, tokens=data_pos * T, flops=data_pos * T * flops)
-        return loss
-
-    stop, stopping = {}, False  # Ctrl+C, kill, Windows' Ctrl+Break: finish the step, save, exit (the end of train)
-    for sig in {signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGBREAK", signal.SIGINT)}:  # stopping: on any rank
-        signal.signal(sig, lambda signum, frame: stop.setdefault("signal", signal.Signals(signum).name))
+    stop, stopping = stop_on_signals(), False
     gen = torch.Generator(device=device)
-    next_eval = (math.floor(progress() / cfg.eval_every) + 1) * cfg.eval_every
-    last_ckpt = train_time
-    # One loop, one shape: (evaluate / checkpoint, budget clock paused) -> check budget -> accumulate -> step -> log
+    next_eval = (math.floor(clock.progress(cfg) / cfg.eval_every) + 1) * cfg.eval_every
+    last_ckpt = clock.train_time
     while True:
-        t = progress()  # the budget clock runs only inside the step below: evaluation and checkpoints cost none
+        t = clock.progress(cfg)  # the budget clock runs only inside the step below: evaluation and checkpoints cost none
         if next_eval <= t < 1:  # all ranks decide alike: they share one clock (the end of the step)
-            val_loss = log_eval(t)
+            clock.val_loss = log.eval(clock, t, *validate(model, val_data, cfg, meta, amp, device, ranks))
             next_eval += cfg.eval_every
-        if train_time - last_ckpt >= cfg.ckpt_every_min * 60 and t < 1:
+        if clock.train_time - last_ckpt >= cfg.ckpt_every_min * 60 and t < 1:
             save()
-            last_ckpt = train_time
-        if world > 1:  # the other ranks wait here, off the clock, while rank 0 evaluates or writes
-            torch.distributed.barrier()
+            last_ckpt = clock.train_time
+        ranks.wait()  # several processes: the others wait here, off the clock, while rank 0 evaluates or writes
         if t >= 1.0 or stopping:
             break
 
         t0 = time.perf_counter()
-        unit = cfg.micro_batch * world
-        batch = batch_size_at(t, unit, cfg.batch_size, cfg.ramp_until)
-        lr = lr_at(t, cfg.lr)
+        batch, lr = batch_size_at(t, cfg.micro_batch * ranks.world, cfg.batch_size, cfg.ramp_until), lr_at(t, cfg.lr)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        gen.manual_seed(cfg.seed * 1_000_003 + step * world + rank)  # masks are a pure function of the step
-        accum, loss_sum = batch // unit, torch.zeros((), device=device)
+        gen.manual_seed(cfg.seed * 1_000_003 + clock.step * ranks.world + ranks.rank)  # masks: a function of the step
+        accum = batch // (cfg.micro_batch * ranks.world)
         try:
-            for micro in range(accum):  # this rank's slices of the step's rows
-                ids = get_batch(train_data, data_pos + micro * unit + rank * cfg.micro_batch, cfg.micro_batch, device)
-                inputs, positions, targets = mask_tokens(ids, mask_id, vocab_size, cfg.mask_rate, gen)
-                sync = world == 1 or micro == accum - 1  # gradients cross ranks after the step's last micro-batch
-                if cfg.shard:  # FSDP2's way: until then each rank sums whole gradients (4 bytes a parameter)
-                    model.set_requires_gradient_sync(sync)
-                with contextlib.nullcontext() if sync or cfg.shard else train_model.no_sync():  # DDP's way
-                    with amp():
-                        loss = train_model(inputs, positions, targets) / accum
-                    scaler.scale(loss).backward()
-                loss_sum += loss.detach()
-        except torch.OutOfMemoryError as e:  # keep the work done, and say which knob to turn
-            if not cfg.shard:  # rank 0's state; under --shard the other ranks wait in a gather: no checkpoint
-                save()
-            where = f"saved at step {step}" if master and not cfg.shard else f"rank {rank}"  # else: the last one
-            raise CramError(f"out of memory with --micro_batch {cfg.micro_batch} ({str(e).split('. Including')[0]}; "
-                            f"{where}): continue {ckpt_path} with --resume --micro_batch "
-                            f"{max(1, cfg.micro_batch // 2)} (the batch target stays)") from None
-        if world > 1:  # every rank logs and judges the mean loss: a NaN on one rank stops them all, together
-            torch.distributed.all_reduce(loss_sum)
-            loss_sum /= world
-        loss_val = loss_sum.item()  # the one host sync per optimizer step
-        if not math.isfinite(loss_val):  # rank 0 says it, once; the other ranks leave quietly
+            batches = micro_batches(train_data, clock.data_pos, batch, cfg, ranks, meta, gen, device)
+            loss = ranks.mean(accumulate(train_model, batches, accum, amp, scaler, ranks)).item()  # one host sync
+        except torch.OutOfMemoryError as e:
+            raise out_of_memory(e, cfg, save, ranks, ckpt_path, clock.step) from None
+        if not math.isfinite(loss):  # rank 0 says it, once; the other ranks leave quietly
             saved = ckpt_path if os.path.exists(ckpt_path) else "none yet"
-            raise SystemExit(1) if not master else CramError(
-                f"loss is {loss_val} at step {step}: training diverged; the last good checkpoint ({saved}) was "
+            raise SystemExit(1) if not ranks.master else CramError(
+                f"loss is {loss} at step {clock.step}: training diverged; the last good checkpoint ({saved}) was "
                 "kept: resume it with a lower --lr or --grad_clip")
-        scaler.unscale_(optimizer)
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        scaler.step(optimizer)
-        scaler.update()
-        optimizer.zero_grad(set_to_none=True)
-        data_pos += batch
+        clip_and_step(model, optimizer, scaler, cfg.grad_clip)
         dt = time.perf_counter() - t0
-        train_time += dt
-        step += 1
-        stopping = "signal" in stop
-        if world > 1:  # one clock (batch size, lr, evaluation, checkpoints, stop) and any signal, for all ranks
-            sync = torch.tensor([train_time, float(stopping)], device=device, dtype=torch.float64)
-            torch.distributed.all_reduce(sync, op=torch.distributed.ReduceOp.MAX)
-            train_time, stopping = sync.tolist()
-        tok_s = batch * T / dt
-        mfu = f"{100 * tok_s * flops / (peak * world):.1f}%" if peak else "n/a"
-        log(f"step {step:6d} | loss {loss_val:.4f} | lr {lr:.2e} | batch {batch:5d} | tok/s {tok_s:9,.0f} | "
-            f"mfu {mfu:>5} | budget {100 * progress():5.1f}%", step=step, loss=loss_val, lr=lr, batch=batch,
-            tok_s=tok_s, budget=progress(), train_time=train_time, tokens=data_pos * T, flops=data_pos * T * flops)
+        clock.data_pos, clock.train_time, clock.step = clock.data_pos + batch, clock.train_time + dt, clock.step + 1
+        clock.train_time, stopping = ranks.agree(clock.train_time, "signal" in stop)  # one clock, any rank's signal
+        log.step(clock, clock.progress(cfg), loss, lr, batch, dt, ranks.world)
 
-    val_loss = val_loss if stopping else log_eval(progress())  # a signal asks to leave soon: no final evaluation
+    if not stopping:  # a signal asks to leave soon: no final evaluation
+        clock.val_loss = log.eval(clock, clock.progress(cfg), *validate(model, val_data, cfg, meta, amp, device, ranks))
     save()
-    if world > 1:  # all ranks wait for rank 0's checkpoint, then leave together
-        torch.distributed.barrier()
-        torch.distributed.destroy_process_group()
+    ranks.finish()  # several processes: all wait for rank 0's checkpoint, then leave together
     if stopping:
-        log(f"stopped by {stop.get('signal', 'a signal on another rank')} at step {step} ({100 * progress():.1f}% "
-            f"of budget); checkpoint saved to {ckpt_path}; continue with the same command plus --resume")
+        log(f"stopped by {stop.get('signal', 'a signal on another rank')} at step {clock.step} "
+            f"({100 * clock.progress(cfg):.1f}% of budget); checkpoint saved to {ckpt_path}; continue with the same "
+            "command plus --resume")
         sys.exit(130)
-    log(f"done: {step} steps, {data_pos * T:,} tokens, {train_time / 60:.1f} budget minutes; final val loss "
-        f"{val_loss:.4f} vs unigram {baseline:.4f}; checkpoint {ckpt_path}")
-    return val_loss
+    log(f"done: {clock.step} steps, {clock.data_pos * T:,} tokens, {clock.train_time / 60:.1f} budget minutes; final "
+        f"val loss {clock.val_loss:.4f} vs unigram {baseline:.4f}; checkpoint {ckpt_path}")
+    return clock.val_loss
 
 
 def main(argv=None):
@@ -678,6 +723,139 @@ def main(argv=None):
         sys.exit(f"cram.py: error: {e}" + ("" if isinstance(e, CramError) else ": check the path and the disk"))
     finally:  # FSDP2's modules hold their process group in reference cycles: free them now, not as Python shuts down
         gc.collect()  # (then gloo's threads may find no interpreter: an abort, 1 run in 12, notes)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Scaling out: read this last. Under torchrun, one process per device: DDP by default (each rank holds the whole
+# model and averages gradients), FSDP2 with --shard (ZeRO-3: each rank holds 1/world of the weights, gradients and
+# Adam moments, gathering each block's weights just before it runs), --offload keeps those shards in CPU memory.
+
+class Ranks:
+    """The processes of a torchrun launch, and what the loop needs of them. One process: rank 0 of 1, and every
+    method does nothing, or hands its input back."""
+
+    def __init__(self, rank=0, world=1, shard=False):
+        self.rank, self.world, self.shard, self.master = rank, world, shard, rank == 0
+
+    def wrap(self, model, device):
+        """DDP without --shard: each rank's gradients averaged with the others' during the last backward."""
+        self.model = model
+        if self.world == 1 or self.shard:
+            return model
+        return torch.nn.parallel.DistributedDataParallel(  # no buffer to broadcast: pos_table, attn_bias are fixed
+            model, device_ids=[device] if device.type == "cuda" else None, broadcast_buffers=False,
+            gradient_as_bucket_view=True)  # no second copy of the gradients
+
+    def no_sync_until(self, last, train_model):
+        """Gradients cross ranks after the step's last micro-batch; until then each rank sums its own."""
+        if self.shard:  # FSDP2's way: until then each rank holds whole gradients (4 bytes a parameter)
+            self.model.set_requires_gradient_sync(last)
+        return contextlib.nullcontext() if self.world == 1 or last or self.shard else train_model.no_sync()
+
+    def wait(self):
+        if self.world > 1:
+            torch.distributed.barrier()
+
+    def mean(self, loss):
+        """The step's loss averaged over ranks: every rank judges the same number (a NaN on one stops all)."""
+        if self.world > 1:
+            torch.distributed.all_reduce(loss)
+            loss /= self.world
+        return loss
+
+    def agree(self, train_time, stopping):
+        """One clock for all (the slowest rank's: batch size, lr, evaluations, checkpoints, the end), any signal."""
+        if self.world == 1:
+            return train_time, stopping
+        both = torch.tensor([train_time, float(stopping)], device=self.model.embed.pos_table.device,
+                            dtype=torch.float64)
+        torch.distributed.all_reduce(both, op=torch.distributed.ReduceOp.MAX)
+        return both.tolist()
+
+    def finish(self):
+        if self.world > 1:  # all ranks wait for rank 0's checkpoint, then leave together
+            torch.distributed.barrier()
+            torch.distributed.destroy_process_group()
+
+
+def start_processes(cfg):
+    """(Ranks, device). torchrun sets RANK and WORLD_SIZE: each process takes its GPU and joins the group."""
+    device = pick_device(cfg.device)
+    rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    if world > 1:
+        if device.type == "cuda":
+            device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+            torch.cuda.set_device(device)
+        torch.distributed.init_process_group(backend=dist_backend(device, cfg.offload),
+                                             device_id=device if device.type == "cuda" else None,
+                                             timeout=datetime.timedelta(minutes=30))  # a checkpoint to slow disks
+    return Ranks(rank, world, cfg.shard), device
+
+
+def fsdp2():
+    """FSDP2's (fully_shard, MixedPrecisionPolicy, CPUOffloadPolicy, OffloadPolicy): torch >= 2.6; else None."""
+    try:
+        from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy, fully_shard
+    except ImportError:
+        return None
+    return fully_shard, MixedPrecisionPolicy, CPUOffloadPolicy, OffloadPolicy
+
+
+def shard_policy(device):
+    """On CUDA, FSDP2 gathers each block's weights in the autocast dtype (bf16, or fp16 before Ampere) and reduces
+    the gradients in fp32 into the fp32 shards that AdamW updates. Autocast stays on: its casts of the gathered
+    weights are now no-ops, and it still computes softmax, LayerNorm and the loss in fp32. The blocks' inputs are
+    not cast (cast_forward_inputs): the residual stream stays as autocast leaves it. fp32 elsewhere (CPU)."""
+    _, MixedPrecisionPolicy, _, _ = fsdp2()
+    dtype = amp_dtype(device)
+    if dtype is None:
+        return MixedPrecisionPolicy()
+    return MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32, cast_forward_inputs=False)
+
+
+def shard_model(model, device, world, offload):
+    """FSDP2 (ZeRO-3), in place: each block's weights are gathered just before it runs, then the rest's."""
+    fully_shard, _, CPUOffloadPolicy, OffloadPolicy = fsdp2()
+    model.embed.pos_scale = nn.Parameter(model.embed.pos_scale.detach().reshape(1))  # it shards no 0-dim tensor
+    mesh = torch.distributed.init_device_mesh(device.type, (world,))
+    for module in [*model.blocks, model]:  # --offload: the shards in CPU memory, Adam's step there too
+        fully_shard(module, mesh=mesh, mp_policy=shard_policy(device),
+                    offload_policy=CPUOffloadPolicy() if offload else OffloadPolicy())
+
+
+def full_state(model, optimizer):
+    """--shard: the state of all ranks, gathered by DCP (each rank calls this) to rank 0's CPU, as one device's."""
+    from torch.distributed.checkpoint import state_dict as dcp  # imported only for --shard: ~1 s at start-up
+    options = dcp.StateDictOptions(full_state_dict=True, cpu_offload=True)
+    weights, moments = dcp.get_model_state_dict(model, options=options), optimizer.state_dict()
+    if optimizer.state:  # none before the first step (DCP would make them by a step of lr 0: one more for Adam)
+        moments = dcp.get_optimizer_state_dict(model, optimizer, options=options)
+    return reformat(weights, moments, model, optimizer, ()) if weights else ({}, {})
+
+
+def reformat(weights, moments, model, optimizer, shape):
+    """Checkpoint format <-> DCP's (--shard): Adam moments by index <-> by name, the position scalar () <-> (1,)."""
+    names = [n for g in optimizer.param_groups for p in g["params"] for n, q in model.named_parameters() if q is p]
+    key = dict(enumerate(names)) if shape else {n: i for i, n in enumerate(names)}
+    key |= {v: v for v in key.values()}  # keys already so stay: before step 1 full_state passes the index form
+    pos = {"embed.pos_scale", names.index("embed.pos_scale")}  # the position scalar's key, by name or by index
+    weights["embed.pos_scale"] = weights["embed.pos_scale"].reshape(shape)
+    return weights, {"state": {key[k]: {m: v.reshape(shape) if k in pos and m != "step" else v for m, v in s.items()}
+                               for k, s in moments["state"].items()},
+                     "param_groups": [{**g, "params": [key[k] for k in g["params"]]} for g in moments["param_groups"]]}
+
+
+
+
+def load_shards(ckpt, model, optimizer):
+    """--resume --shard: each rank keeps its slice of every tensor of the one-device file, whoever wrote it. The file
+    is memory-mapped (read_checkpoint(mmap=True)): the ranks of a machine share its pages, one copy in memory."""
+    from torch.distributed.checkpoint import state_dict as dcp
+    weights, moments = reformat(ckpt["model"], ckpt["optimizer"], model, optimizer, (1,))
+    dcp.set_state_dict(model, optimizer, model_state_dict=weights, optim_state_dict=moments,
+                       options=dcp.StateDictOptions(full_state_dict=True))
+    if not moments["state"]:  # saved before the first step: DCP made moments by a step of lr 0, Adam counts it
+        optimizer.state.clear()
 
 
 if __name__ == "__main__":

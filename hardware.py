@@ -37,9 +37,13 @@ def compile_by_default(device):
     return device.type == "cuda" and sys.platform != "win32"
 
 
-def dist_backend(device):
-    """torchrun's collective library: NCCL between CUDA GPUs, gloo on CPUs and on Windows, which has no NCCL build."""
-    return "nccl" if device.type == "cuda" and sys.platform != "win32" else "gloo"
+def dist_backend(device, offload=False):
+    """torchrun's collective library: NCCL between CUDA GPUs, gloo on CPUs and on Windows, which has no NCCL build.
+    offload (--offload): the shards and their gradients live in CPU memory, and the gradient clip and GradScaler's
+    overflow check reduce them there; NCCL has no CPU tensors, so gloo serves the CPU beside it."""
+    if device.type != "cuda" or sys.platform == "win32":
+        return "gloo"
+    return "cpu:gloo,cuda:nccl" if offload else "nccl"
 
 
 def safe_console():

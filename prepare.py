@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from errors import die
+from errors import die, is_file_name
 from hardware import safe_console
 from tokenizer import SPECIALS, Tok, gpt2_tok, hf_tokenizer, is_hf_tokenizer_folder, train_wordpiece
 
@@ -98,6 +98,8 @@ def read_meta(data_dir):
         n, ids = meta["num_sequences"], meta["special_ids"]
         if not all(type(v) is int for v in (meta["seq_len"], meta["vocab_size"], ids["mask"], n["train"], n["val"])):
             raise ValueError("a count or an id is not a whole number")
+        if meta.get("tokenizer_file") is not None and not is_file_name(meta["tokenizer_file"]):  # cram.py copies it
+            raise ValueError(f"tokenizer_file {meta['tokenizer_file']!r} is not a file name in the folder itself")
     except (OSError, ValueError, KeyError, TypeError) as e:  # JSON and UTF-8 errors are ValueErrors
         die(f"no {path}: run `python prepare.py --out {data_dir}` first" if isinstance(e, FileNotFoundError) else
             f"{path} is damaged ({type(e).__name__}: {e}): prepare the data again, or copy the good one there")
