@@ -4,7 +4,7 @@ Launch lines (run prepare.py first, it writes data/):
     python cram.py --preset tiny                          # CPU: a 2 x 128 BERT that learns in 5 minutes
     python cram.py --preset paper --budget_hours 24       # the paper: 16 layers, 24 h on one GPU
     python cram.py --preset paper --resume                # continue out/ckpt.pt where it stopped
-    torchrun --nproc_per_node 8 cram.py --preset paper    # several GPUs: the batch target stays global; --shard: ZeRO-3
+    torchrun --nproc_per_node 8 cram.py --preset paper    # 8 GPUs, one global batch target; --shard: ZeRO-3
     python cram.py --help                                 # every field of Config, with its default
 
 The architecture (paper section 4.2, the final "crammed BERT"):
@@ -21,15 +21,12 @@ lr(t) = peak * min(0.25 + t, 4(1 - t)) with t the fraction of the time budget us
 8192 sequences at t = 0.6 by gradient accumulation, gradient clipping 0.5, stop when the budget is spent.
 """
 import argparse
-import contextlib
-import datetime
 import functools
 import gc
 import json
 import math
 import os
 import shutil
-import signal
 import sys
 import time
 from dataclasses import asdict, dataclass, field, fields
@@ -39,17 +36,17 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-# what the machine is, and can do; safe_console: what is printed never raises on a console lacking a character
 from errors import CramError, is_file_name  # a user's mistake: main() prints it in one line
-from hardware import amp_dtype, autocast, compile_by_default, device_peak_flops, dist_backend, run_info, safe_console
-from prepare import read_meta
+from hardware import amp_dtype, autocast, compile_by_default, device_peak_flops, pick_device, run_info  # the machine
+from hardware import safe_console, stop_on_signals  # what is printed never raises; Ctrl+C saves, then stops
+from hardware import shard_model, start_processes  # several processes: read last
+from prepare import load_split, unigram_entropy  # data/: packed uint16 sequences, and its baseline
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # Config: one flat dataclass; the command line is generated from its fields, presets are dicts of overrides.
 
-def arg(default, meaning):
-    """A Config field: its default (the paper's) and what it means, which --help prints."""
+def arg(default, meaning):  # a Config field: its default (the paper's) and what it means, for --help
     return field(default=default, metadata={"help": meaning})
 
 
@@ -117,30 +114,14 @@ def parse_config(argv=None):
                        help=f"{f.metadata['help']} (default {f.default}{tiny})".replace("%", "%%"))
     given = vars(p.parse_args(argv))
     preset = given.get("preset", "auto")
-    if preset == "auto":
-        preset = auto
+    preset = auto if preset == "auto" else preset
     if preset not in PRESETS:
         p.error(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}")
     return Config(**{**PRESETS[preset], **given, "preset": preset})
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Data: prepare.py's packed uint16 sequences, read in stored order (the "." curriculum), and MLM masking.
-
-def load_split(data_dir, split):
-    """Memory-map `split`.bin as an (N, T) uint16 array after checking it against meta.json."""
-    meta = read_meta(data_dir)  # prepare.py's reader: a missing or damaged meta.json is a one-line error
-    T, n = meta["seq_len"], meta["num_sequences"][split]
-    path = os.path.join(data_dir, f"{split}.bin")
-    if not os.path.exists(path):
-        raise CramError(f"missing {path}: re-run prepare.py for {data_dir}")
-    if os.path.getsize(path) != n * T * 2:
-        raise CramError(f"{path} has {os.path.getsize(path)} bytes but meta.json promises {n}x{T} uint16 "
-                        "tokens: the file is truncated or from another run; re-run prepare.py")
-    if n == 0:
-        raise CramError(f"{path} holds no sequences: prepare more text (or a larger --val_fraction)")
-    return np.memmap(path, dtype=np.uint16, mode="r", shape=(n, T)), meta
-
+# Data: prepare.py's packed sequences (prepare.load_split), read in stored order (the "." curriculum); masking.
 
 def get_batch(data, start, count, device):
     """Rows start .. start+count of the stored order, wrapping around at the end, as int64 on `device`."""
@@ -167,15 +148,6 @@ def mask_tokens(ids, mask_id, vocab_size, rate, generator):
                              random_ids.to(ids.dtype), targets[:, n_mask + n_rand:]], dim=1)
     inputs = ids.scatter(1, positions, slot_values)
     return inputs, positions, targets
-
-
-def unigram_entropy(train, val, max_tokens=50_000_000):
-    """Cross-entropy (nats) of val tokens under the train unigram distribution: the context-free baseline."""
-    rows = max(1, min(len(train), max_tokens // train.shape[1]))
-    vocab = int(max(train[:rows].max(), val.max())) + 1
-    counts = np.bincount(np.asarray(train[:rows]).ravel(), minlength=vocab).astype(np.float64) + 1.0
-    logp = np.log(counts / counts.sum())
-    return float(-logp[np.asarray(val).ravel()].mean())
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -226,8 +198,7 @@ class Attention(nn.Module):
             attn_mask = attn_mask.to(q.dtype)
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask,
                                            dropout_p=self.dropout if self.training else 0.0)
-        B, H, T, D = y.shape
-        return self.out(y.transpose(1, 2).reshape(B, T, H * D))                    # (B, T, C)
+        return self.out(y.transpose(1, 2).flatten(2))                              # (B, T, C)
 
 
 class GLUFeedForward(nn.Module):
@@ -302,24 +273,20 @@ class CrammedBERT(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.shape[-1]).float(), targets.view(-1))
 
 
-# NarrowBERT (Li et al. 2023), opt-in with --narrow N: the last N blocks compute only the rows whose output is needed.
-# Their queries are those rows; their keys and values are every row of the last wide block's output. As no narrow
-# block reads another row's narrow state, computing only the masked rows is exact, and fine-tuning (every row) sees
-# the model that pretraining trained. The parameters are a Block's: the same names, the same checkpoints.
+# NarrowBERT (Li et al. 2023), opt-in (--narrow N): the last N blocks compute only the rows whose output is needed,
+# their keys and values every row of the last wide block's output. No narrow block reads another row's narrow state,
+# so skipping the other rows is exact, and fine-tuning (every row) sees the model pretraining trained.
 
 class NarrowBlock(Block):
-    """A pre-LN block whose queries come from x (B, k, C), keys and values from context (B, T, C)."""
+    """A Block (the same parameters) whose queries come from x (B, k, C), keys and values from context (B, T, C)."""
 
     def forward(self, x, attn_mask=None, context=None):
+        (B, T, C), H, w = x.shape, self.attn.n_head, self.attn.qkv.weight  # the fused weight, split: q | k, v
         kv = self.norm1(x if context is None else context)
-        x = x + self.drop(self.cross_attention(self.norm1(x), kv, attn_mask))
+        q = F.linear(self.norm1(x), w[:C]).view(B, T, H, C // H).transpose(1, 2)                # (B, H, T, D)
+        k, v = F.linear(kv, w[C:]).view(B, -1, 2, H, C // H).permute(2, 0, 3, 1, 4)            # (B, H, S, D)
+        x = x + self.drop(self.attn.attend(q, k, v, attn_mask))
         return x + self.drop(self.ffn(self.norm2(x)))
-
-    def cross_attention(self, x, kv, attn_mask):  # the fused qkv weight, split: q from x, k and v from kv
-        (B, T, C), H = x.shape, self.attn.n_head
-        q = F.linear(x, self.attn.qkv.weight[:C]).view(B, T, H, C // H).transpose(1, 2)                 # (B, H, T, D)
-        k, v = F.linear(kv, self.attn.qkv.weight[C:]).view(B, -1, 2, H, C // H).permute(2, 0, 3, 1, 4)  # (B, H, S, D)
-        return self.attn.attend(q, k, v, attn_mask)
 
 
 def narrow_blocks(blocks, context, attn_mask, positions):
@@ -380,9 +347,8 @@ def save_checkpoint(path, state):
 
 
 def read_checkpoint(path, mmap=False):
-    """torch.load to the CPU (no GPU memory spike; the RNG state stays there), one-line errors for a missing, cut or
-    foreign file. weights_only: tensors and plain values, a shared file can never run code (TorchVersion is a str).
-    mmap: the tensors stay in the file, read when used, their pages shared by the processes that map it."""
+    """torch.load to the CPU (no GPU memory spike), one line for a missing, cut or foreign file. weights_only: a
+    shared file never runs code (TorchVersion is a str). mmap: read when used, its pages shared by the processes."""
     if not os.path.isfile(path):
         raise CramError(f"no checkpoint at {path}: check the path (and --out_dir), or train one first")
     try:
@@ -413,18 +379,8 @@ def load_model(ckpt_path, device="cpu"):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Training: one loop, train() below; each of its steps is named. In one process `ranks` (rank 0 of 1) does nothing:
-# what several processes need is in the last section, "Scaling out", which a first reading may skip.
-
-def pick_device(name):
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
-    if name not in ("cuda", "cpu", "mps"):
-        raise CramError(f"unknown --device {name!r}: use auto, cuda, cpu or mps")
-    if name != "cpu" and not (torch.cuda if name == "cuda" else torch.backends.mps).is_available():
-        raise CramError(f"--device {name} was asked for but no {name.upper()} device is visible: use --device cpu")
-    return torch.device(name)
-
+# Training: train() is the loop, its steps named above it. In one process `ranks` is rank 0 of 1 and does nothing
+# (several processes: hardware.py's last section, and "Scaling out" below, which a first reading skips).
 
 def check_config(cfg):
     """Reject, in one line each, values that would crash later or quietly train something else."""
@@ -447,17 +403,9 @@ def check_config(cfg):
         (cfg.eval_every > 0 and cfg.eval_seqs >= 1 and cfg.ckpt_every_min >= 0,
          "--eval_every must be > 0, --eval_seqs >= 1, --ckpt_every_min >= 0"),
         (cfg.compile in ("auto", "true", "false"), f"--compile must be auto, true or false (got {cfg.compile!r})"),
-        (not cfg.offload or cfg.shard and cfg.device in ("auto", "cuda") and torch.cuda.is_available(),
-         "--offload moves the GPU shards of --shard to CPU memory: it needs --shard and a CUDA device"),
-        (not cfg.shard or int(os.environ.get("WORLD_SIZE", 1)) > 1, "--shard splits the training state over the "
-         "processes of torchrun: launch `torchrun --nproc_per_node N cram.py --shard ...` (N >= 2), or drop --shard"),
-        (not cfg.shard or fsdp2(), f"--shard needs torch >= 2.6 (FSDP2's fully_shard); this is torch "
-         f"{torch.__version__}: upgrade it (pip install -U torch), or drop --shard"),
     ]
     if message := next((message for ok, message in rules if not ok), None):
         raise CramError(message)
-
-
 
 
 @torch.no_grad()
@@ -487,16 +435,14 @@ class Clock:
     data_pos: int = 0           # sequences read, in stored order: the next step starts here
     val_loss: float = math.nan  # the last evaluation's
 
-    def progress(self, cfg):
-        """t, the fraction of the budget used (--max_steps: of the steps): what the schedules read."""
+    def progress(self, cfg):  # t, the fraction of the budget used (--max_steps: of the steps): the schedules' input
         return self.step / cfg.max_steps if cfg.max_steps > 0 else self.train_time / cfg.budget_hours / 3600
 
 
 def resume(path, cfg, meta, model, optimizer, scaler):
     """Load a checkpoint's state into model, optimizer and scaler, on any device: the same model on the same data
-    (else one line names the setting), any --micro_batch (the batch target counts sequences). Returns the Clock's
-    fields and the micro-batch it was trained with."""
-    ckpt = read_checkpoint(path, mmap=cfg.shard)  # to the CPU: the RNG state must stay there; --shard: last section
+    (else one line names the setting), any --micro_batch. Returns the Clock's fields and the old micro-batch."""
+    ckpt = read_checkpoint(path, mmap=cfg.shard)  # to the CPU, where the RNG state must stay
     try:
         was, now = {**asdict(Config(**ckpt["config"])), **ckpt["meta"]}, {**asdict(cfg), **meta}  # new fields: defaults
         for key in ("n_layer", "n_embd", "n_head", "ffn_hidden", "local_bias", "narrow", "mask_rate", "tokenizer",
@@ -518,8 +464,7 @@ def resume(path, cfg, meta, model, optimizer, scaler):
 
 
 class Log:
-    """Rank 0's record of the run: each line printed and appended to log.txt, its numbers to metrics.jsonl. The
-    step and eval lines (README) carry tokens, FLOPs and MFU: flops is per token, peak the device's FLOP/s."""
+    """Rank 0's record of the run: each line printed and added to log.txt, its numbers to metrics.jsonl."""
 
     def __init__(self, cfg, meta, master, baseline, flops, peak):
         self.master, self.T, self.baseline, self.flops, self.peak = master, meta["seq_len"], baseline, flops, peak
@@ -554,7 +499,7 @@ class Log:
 
 
 def micro_batches(data, start, batch, cfg, ranks, meta, gen, device):
-    """This rank's slices of the step's rows start .. start + batch, one micro-batch each, masked (section 4.3)."""
+    """This rank's slices of the step's rows start .. start + batch, one micro-batch each, masked."""
     unit = cfg.micro_batch * ranks.world
     for micro in range(batch // unit):
         ids = get_batch(data, start + micro * unit + ranks.rank * cfg.micro_batch, cfg.micro_batch, device)
@@ -565,7 +510,7 @@ def accumulate(train_model, batches, accum, amp, scaler, ranks):
     """Forward and backward of each micro-batch, its loss / accum: the gradients add up to the whole batch's."""
     total = 0
     for micro, (inputs, positions, targets) in enumerate(batches):
-        with ranks.no_sync_until(micro == accum - 1, train_model):  # one process: nothing to sync
+        with ranks.no_sync_until(micro == accum - 1, train_model):
             with amp():
                 loss = train_model(inputs, positions, targets) / accum
             scaler.scale(loss).backward()
@@ -587,28 +532,12 @@ def checkpoint(path, model, optimizer, scaler, clock, ranks, cfg, **facts):
     weights, moments = full_state(model, optimizer) if cfg.shard else (model.state_dict(), optimizer.state_dict())
     if ranks.master:
         save_checkpoint(path, {"model": weights, "optimizer": moments, "scaler": scaler.state_dict(),
-                               **asdict(clock), "config": asdict(cfg), "rng": {"torch": torch.get_rng_state()},
-                               **facts})
-
-
-def validate(model, val, cfg, meta, amp, device, ranks):
-    """evaluate() on rank 0 (--shard: on every rank, as each block gathers its weights from all); elsewhere NaN."""
-    if not (ranks.master or cfg.shard):
-        return math.nan, math.nan
-    return evaluate(model, val, cfg, meta["special_ids"]["mask"], meta["vocab_size"], amp, device)
-
-
-def stop_on_signals():
-    """Ctrl+C, kill, Windows' Ctrl+Break: note the signal; the loop finishes its step, saves and exits."""
-    stop = {}
-    for sig in {signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGBREAK", signal.SIGINT)}:
-        signal.signal(sig, lambda signum, frame: stop.setdefault("signal", signal.Signals(signum).name))
-    return stop
+                               **asdict(clock), "rng": {"torch": torch.get_rng_state()}, **facts})
 
 
 def out_of_memory(e, cfg, save, ranks, ckpt_path, step):
-    """Keep the work done, and say which knob to turn, in one line."""
-    if not cfg.shard:  # under --shard the other ranks wait in a gather: no checkpoint (the last one stays)
+    """Keep the work done (under --shard the other ranks wait in a gather: the last checkpoint), name the knob."""
+    if not cfg.shard:
         save()
     where = f"saved at step {step}" if ranks.master and not cfg.shard else f"rank {ranks.rank}"
     return CramError(f"out of memory with --micro_batch {cfg.micro_batch} ({str(e).split('. Including')[0]}; "
@@ -620,20 +549,16 @@ def train(cfg):
     """Set up, then one loop: (evaluate, checkpoint: off the budget clock) -> check the budget -> accumulate
     micro-batches -> clip and step -> log. Returns the final validation loss."""
     check_config(cfg)
-    ranks, device = start_processes(cfg)  # one process: rank 0 of 1 (last section)
-    if cfg.micro_batch * ranks.world > cfg.batch_size:  # one micro-batch per device is the smallest step
-        raise CramError(f"--micro_batch {cfg.micro_batch} on {ranks.world} devices is {cfg.micro_batch * ranks.world}"
-                        f" sequences a step, more than --batch_size {cfg.batch_size}: lower --micro_batch (the ramp "
-                        "needs several)")
+    ranks, device = start_processes(pick_device(cfg.device), cfg)  # one process: rank 0 of 1
     train_data, meta = load_split(cfg.data_dir, "train")
     val_data, _ = load_split(cfg.data_dir, "val")
-    T = meta["seq_len"]
+    T, mask_id, vocab_size = meta["seq_len"], meta["special_ids"]["mask"], meta["vocab_size"]
     if round(cfg.mask_rate * T) < 1:
         raise CramError(f"--mask_rate {cfg.mask_rate} masks no token of a {T}-token sequence: raise it")
 
     torch.manual_seed(cfg.seed)
-    model = CrammedBERT(cfg, meta["vocab_size"], T).to(device)
-    if cfg.shard:  # ZeRO-3, before the optimizer sees the weights (last section)
+    model = CrammedBERT(cfg, vocab_size, T).to(device)
+    if cfg.shard:  # ZeRO-3, before the optimizer sees the weights
         shard_model(model, device, ranks.world, cfg.offload)
     optimizer = make_optimizer(model, cfg, device)
     dtype = amp_dtype(device)  # bf16 from Ampere on, fp16 with loss scaling before it, fp32 on the CPU and MPS
@@ -654,23 +579,23 @@ def train(cfg):
     log = Log(cfg, meta, ranks.master, baseline, flops, device_peak_flops(device))
     log(f"config: {json.dumps(asdict(cfg))}")
     log(f"run: {json.dumps({**info, 'world_size': ranks.world, 'amp': str(dtype)})}")
-    log(f"data: {cfg.data_dir} | {meta['num_sequences']} sequences of {T} | vocab {meta['vocab_size']} | "
+    log(f"data: {cfg.data_dir} | {meta['num_sequences']} sequences of {T} | vocab {vocab_size} | "
         f"unigram baseline {baseline:.4f} nats")
+    start = f"resuming at step {clock.step}, {100 * clock.progress(cfg):.1f}% of budget" if cfg.resume else "fresh start"
     log(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters | {flops / 1e6:.0f} MFLOP/token"
-        f" | {f'resuming at step {clock.step}, {100 * clock.progress(cfg):.1f}% of budget' if cfg.resume else 'fresh start'}"
-        + (f", micro-batch {old_micro} -> {cfg.micro_batch}" if old_micro != cfg.micro_batch else ""))
+        f" | {start}" + (f", micro-batch {old_micro} -> {cfg.micro_batch}" if old_micro != cfg.micro_batch else ""))
     save = functools.partial(checkpoint, ckpt_path, model, optimizer, scaler, clock, ranks, cfg, meta=meta,
-                             vocab_size=meta["vocab_size"], seq_len=T, info=info, unigram_baseline=baseline)
+                             config=asdict(cfg), vocab_size=vocab_size, seq_len=T, info=info, unigram_baseline=baseline)
 
-    stop, stopping = stop_on_signals(), False
-    gen = torch.Generator(device=device)
+    stop, stopping, gen = stop_on_signals(), False, torch.Generator(device=device)
     next_eval = (math.floor(clock.progress(cfg) / cfg.eval_every) + 1) * cfg.eval_every
     last_ckpt = clock.train_time
     while True:
-        t = clock.progress(cfg)  # the budget clock runs only inside the step below: evaluation and checkpoints cost none
-        if next_eval <= t < 1:  # all ranks decide alike: they share one clock (the end of the step)
-            clock.val_loss = log.eval(clock, t, *validate(model, val_data, cfg, meta, amp, device, ranks))
-            next_eval += cfg.eval_every
+        t = clock.progress(cfg)  # the clock runs only inside the step below: evaluation and checkpoints cost none
+        if next_eval <= t < 1 or t >= 1 and not stopping:  # every eval_every, at the end; ranks agree: one clock
+            evaluated = ranks.master or cfg.shard  # --shard: all ranks, each block gathers its weights from all
+            losses = evaluate(model, val_data, cfg, mask_id, vocab_size, amp, device) if evaluated else (math.nan,) * 2
+            clock.val_loss, next_eval = log.eval(clock, t, *losses), next_eval + cfg.eval_every
         if clock.train_time - last_ckpt >= cfg.ckpt_every_min * 60 and t < 1:
             save()
             last_ckpt = clock.train_time
@@ -683,9 +608,9 @@ def train(cfg):
         for group in optimizer.param_groups:
             group["lr"] = lr
         gen.manual_seed(cfg.seed * 1_000_003 + clock.step * ranks.world + ranks.rank)  # masks: a function of the step
-        accum = batch // (cfg.micro_batch * ranks.world)
         try:
             batches = micro_batches(train_data, clock.data_pos, batch, cfg, ranks, meta, gen, device)
+            accum = batch // (cfg.micro_batch * ranks.world)
             loss = ranks.mean(accumulate(train_model, batches, accum, amp, scaler, ranks)).item()  # one host sync
         except torch.OutOfMemoryError as e:
             raise out_of_memory(e, cfg, save, ranks, ckpt_path, clock.step) from None
@@ -700,14 +625,11 @@ def train(cfg):
         clock.train_time, stopping = ranks.agree(clock.train_time, "signal" in stop)  # one clock, any rank's signal
         log.step(clock, clock.progress(cfg), loss, lr, batch, dt, ranks.world)
 
-    if not stopping:  # a signal asks to leave soon: no final evaluation
-        clock.val_loss = log.eval(clock, clock.progress(cfg), *validate(model, val_data, cfg, meta, amp, device, ranks))
     save()
     ranks.finish()  # several processes: all wait for rank 0's checkpoint, then leave together
-    if stopping:
-        log(f"stopped by {stop.get('signal', 'a signal on another rank')} at step {clock.step} "
-            f"({100 * clock.progress(cfg):.1f}% of budget); checkpoint saved to {ckpt_path}; continue with the same "
-            "command plus --resume")
+    if stopping:  # a signal asks to leave soon: no final evaluation
+        log(f"stopped by {stop.get('signal', 'a signal on another rank')} at step {clock.step} ({100 * t:.1f}% of "
+            f"budget); checkpoint saved to {ckpt_path}; continue with the same command plus --resume")
         sys.exit(130)
     log(f"done: {clock.step} steps, {clock.data_pos * T:,} tokens, {clock.train_time / 60:.1f} budget minutes; final "
         f"val loss {clock.val_loss:.4f} vs unigram {baseline:.4f}; checkpoint {ckpt_path}")
@@ -726,102 +648,9 @@ def main(argv=None):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Scaling out: read this last. Under torchrun, one process per device: DDP by default (each rank holds the whole
-# model and averages gradients), FSDP2 with --shard (ZeRO-3: each rank holds 1/world of the weights, gradients and
-# Adam moments, gathering each block's weights just before it runs), --offload keeps those shards in CPU memory.
-
-class Ranks:
-    """The processes of a torchrun launch, and what the loop needs of them. One process: rank 0 of 1, and every
-    method does nothing, or hands its input back."""
-
-    def __init__(self, rank=0, world=1, shard=False):
-        self.rank, self.world, self.shard, self.master = rank, world, shard, rank == 0
-
-    def wrap(self, model, device):
-        """DDP without --shard: each rank's gradients averaged with the others' during the last backward."""
-        self.model = model
-        if self.world == 1 or self.shard:
-            return model
-        return torch.nn.parallel.DistributedDataParallel(  # no buffer to broadcast: pos_table, attn_bias are fixed
-            model, device_ids=[device] if device.type == "cuda" else None, broadcast_buffers=False,
-            gradient_as_bucket_view=True)  # no second copy of the gradients
-
-    def no_sync_until(self, last, train_model):
-        """Gradients cross ranks after the step's last micro-batch; until then each rank sums its own."""
-        if self.shard:  # FSDP2's way: until then each rank holds whole gradients (4 bytes a parameter)
-            self.model.set_requires_gradient_sync(last)
-        return contextlib.nullcontext() if self.world == 1 or last or self.shard else train_model.no_sync()
-
-    def wait(self):
-        if self.world > 1:
-            torch.distributed.barrier()
-
-    def mean(self, loss):
-        """The step's loss averaged over ranks: every rank judges the same number (a NaN on one stops all)."""
-        if self.world > 1:
-            torch.distributed.all_reduce(loss)
-            loss /= self.world
-        return loss
-
-    def agree(self, train_time, stopping):
-        """One clock for all (the slowest rank's: batch size, lr, evaluations, checkpoints, the end), any signal."""
-        if self.world == 1:
-            return train_time, stopping
-        both = torch.tensor([train_time, float(stopping)], device=self.model.embed.pos_table.device,
-                            dtype=torch.float64)
-        torch.distributed.all_reduce(both, op=torch.distributed.ReduceOp.MAX)
-        return both.tolist()
-
-    def finish(self):
-        if self.world > 1:  # all ranks wait for rank 0's checkpoint, then leave together
-            torch.distributed.barrier()
-            torch.distributed.destroy_process_group()
-
-
-def start_processes(cfg):
-    """(Ranks, device). torchrun sets RANK and WORLD_SIZE: each process takes its GPU and joins the group."""
-    device = pick_device(cfg.device)
-    rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
-    if world > 1:
-        if device.type == "cuda":
-            device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
-            torch.cuda.set_device(device)
-        torch.distributed.init_process_group(backend=dist_backend(device, cfg.offload),
-                                             device_id=device if device.type == "cuda" else None,
-                                             timeout=datetime.timedelta(minutes=30))  # a checkpoint to slow disks
-    return Ranks(rank, world, cfg.shard), device
-
-
-def fsdp2():
-    """FSDP2's (fully_shard, MixedPrecisionPolicy, CPUOffloadPolicy, OffloadPolicy): torch >= 2.6; else None."""
-    try:
-        from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy, fully_shard
-    except ImportError:
-        return None
-    return fully_shard, MixedPrecisionPolicy, CPUOffloadPolicy, OffloadPolicy
-
-
-def shard_policy(device):
-    """On CUDA, FSDP2 gathers each block's weights in the autocast dtype (bf16, or fp16 before Ampere) and reduces
-    the gradients in fp32 into the fp32 shards that AdamW updates. Autocast stays on: its casts of the gathered
-    weights are now no-ops, and it still computes softmax, LayerNorm and the loss in fp32. The blocks' inputs are
-    not cast (cast_forward_inputs): the residual stream stays as autocast leaves it. fp32 elsewhere (CPU)."""
-    _, MixedPrecisionPolicy, _, _ = fsdp2()
-    dtype = amp_dtype(device)
-    if dtype is None:
-        return MixedPrecisionPolicy()
-    return MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32, cast_forward_inputs=False)
-
-
-def shard_model(model, device, world, offload):
-    """FSDP2 (ZeRO-3), in place: each block's weights are gathered just before it runs, then the rest's."""
-    fully_shard, _, CPUOffloadPolicy, OffloadPolicy = fsdp2()
-    model.embed.pos_scale = nn.Parameter(model.embed.pos_scale.detach().reshape(1))  # it shards no 0-dim tensor
-    mesh = torch.distributed.init_device_mesh(device.type, (world,))
-    for module in [*model.blocks, model]:  # --offload: the shards in CPU memory, Adam's step there too
-        fully_shard(module, mesh=mesh, mp_policy=shard_policy(device),
-                    offload_policy=CPUOffloadPolicy() if offload else OffloadPolicy())
-
+# Scaling out: read this last. torchrun starts one process per device: DDP, or FSDP2 with --shard (ZeRO-3: each
+# holds 1/world of the weights, gradients and Adam moments). Processes and wrapping: hardware.py's last section.
+# Here: a --shard checkpoint is one whole-model file, as one device's, which every layout writes and reads.
 
 def full_state(model, optimizer):
     """--shard: the state of all ranks, gathered by DCP (each rank calls this) to rank 0's CPU, as one device's."""
@@ -845,11 +674,9 @@ def reformat(weights, moments, model, optimizer, shape):
                      "param_groups": [{**g, "params": [key[k] for k in g["params"]]} for g in moments["param_groups"]]}
 
 
-
-
 def load_shards(ckpt, model, optimizer):
-    """--resume --shard: each rank keeps its slice of every tensor of the one-device file, whoever wrote it. The file
-    is memory-mapped (read_checkpoint(mmap=True)): the ranks of a machine share its pages, one copy in memory."""
+    """--resume --shard: each rank keeps its slice of every tensor of the file, whoever wrote it. The file is
+    memory-mapped (read_checkpoint(mmap=True)): a machine's ranks share its pages, one copy in memory, not N."""
     from torch.distributed.checkpoint import state_dict as dcp
     weights, moments = reformat(ckpt["model"], ckpt["optimizer"], model, optimizer, (1,))
     dcp.set_state_dict(model, optimizer, model_state_dict=weights, optim_state_dict=moments,
