@@ -37,7 +37,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from errors import CramError, is_file_name  # a user's mistake: main() prints it in one line
-from hardware import amp_dtype, autocast, compile_by_default, device_peak_flops, pick_device, run_info  # the machine
+from hardware import amp_dtype, autocast, compile_by_default, device_peak_flops, pick_device, run_info
 from hardware import safe_console, stop_on_signals  # what is printed never raises; Ctrl+C saves, then stops
 from hardware import shard_model, start_processes  # several processes: read last
 from prepare import load_split, unigram_entropy  # data/: packed uint16 sequences, and its baseline
@@ -106,7 +106,7 @@ def parse_config(argv=None):
     """Flags from Config's fields (types coerced, typos rejected); precedence: defaults < preset < flags."""
     auto = "paper" if torch.cuda.is_available() else "tiny"
     p = argparse.ArgumentParser(description="Pretrain a crammed BERT under a wall-clock budget. Defaults are the "
-                                f"paper preset's, with the tiny preset's beside them; --preset auto is {auto} here.")
+                                f"paper preset's, the tiny one's beside them; --preset auto is {auto} here.")
     for f in fields(Config):
         kind = dict(action=argparse.BooleanOptionalAction) if f.type is bool else dict(type=f.type)
         tiny = f", tiny: {PRESETS['tiny'][f.name]}" if f.name in PRESETS["tiny"] else ""
@@ -121,7 +121,7 @@ def parse_config(argv=None):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Data: prepare.py's packed sequences (prepare.load_split), read in stored order (the "." curriculum); masking.
+# Data: prepare.py's packed sequences (prepare.load_split), in stored order (the "." curriculum); masking.
 
 def get_batch(data, start, count, device):
     """Rows start .. start+count of the stored order, wrapping around at the end, as int64 on `device`."""
@@ -193,7 +193,7 @@ class Attention(nn.Module):
         q, k, v = self.qkv(x).view(B, T, 3, self.n_head, C // self.n_head).permute(2, 0, 3, 1, 4)  # (B, H, T, D)
         return self.attend(q, k, v, attn_mask)
 
-    def attend(self, q, k, v, attn_mask):                                          # q (B, H, T, D), k v (B, H, S, D)
+    def attend(self, q, k, v, attn_mask):                                  # q (B, H, T, D), k v (B, H, S, D)
         if attn_mask is not None and attn_mask.is_floating_point():  # a float bias must match q (bf16 in autocast)
             attn_mask = attn_mask.to(q.dtype)
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask,
@@ -234,7 +234,7 @@ class CrammedBERT(nn.Module):
     def __init__(self, cfg, vocab_size, seq_len):
         super().__init__()
         self.embed = Embeddings(cfg, vocab_size, seq_len)
-        self.wide, self.narrow = cfg.n_layer - cfg.narrow, cfg.narrow  # narrow: 0 in the paper (NarrowBlock, below)
+        self.wide, self.narrow = cfg.n_layer - cfg.narrow, cfg.narrow  # narrow: 0 in the paper (NarrowBlock)
         self.blocks = nn.ModuleList([*(Block(cfg) for _ in range(self.wide)),
                                      *(NarrowBlock(cfg) for _ in range(self.narrow))])
         self.final_norm = nn.LayerNorm(cfg.n_embd, eps=cfg.norm_eps)
@@ -273,12 +273,12 @@ class CrammedBERT(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.shape[-1]).float(), targets.view(-1))
 
 
-# NarrowBERT (Li et al. 2023), opt-in (--narrow N): the last N blocks compute only the rows whose output is needed,
-# their keys and values every row of the last wide block's output. No narrow block reads another row's narrow state,
-# so skipping the other rows is exact, and fine-tuning (every row) sees the model pretraining trained.
+# NarrowBERT (Li et al. 2023), opt-in (--narrow N): the last N blocks compute only the rows whose output is
+# needed, their keys and values every row of the last wide block's output. No narrow block reads another row's
+# narrow state: skipping the other rows is exact, and fine-tuning (every row) sees the model pretraining trained.
 
 class NarrowBlock(Block):
-    """A Block (the same parameters) whose queries come from x (B, k, C), keys and values from context (B, T, C)."""
+    """A Block (the same parameters) with queries from x (B, k, C), keys and values from context (B, T, C)."""
 
     def forward(self, x, attn_mask=None, context=None):
         (B, T, C), H, w = x.shape, self.attn.n_head, self.attn.qkv.weight  # the fused weight, split: q | k, v
@@ -290,7 +290,7 @@ class NarrowBlock(Block):
 
 
 def narrow_blocks(blocks, context, attn_mask, positions):
-    """Run the narrow blocks on the rows at positions (B, k) (None: every row), attending to context (B, T, C)."""
+    """The narrow blocks on the rows at positions (B, k) (None: every row), attending to context (B, T, C)."""
     x = context
     if positions is not None:
         x = torch.take_along_dim(context, positions[..., None], dim=1)                # (B, k, C)
@@ -348,7 +348,7 @@ def save_checkpoint(path, state):
 
 def read_checkpoint(path, mmap=False):
     """torch.load to the CPU (no GPU memory spike), one line for a missing, cut or foreign file. weights_only: a
-    shared file never runs code (TorchVersion is a str). mmap: read when used, its pages shared by the processes."""
+    shared file never runs code (TorchVersion is a str). mmap: read when used, pages shared by processes."""
     if not os.path.isfile(path):
         raise CramError(f"no checkpoint at {path}: check the path (and --out_dir), or train one first")
     try:
@@ -370,7 +370,7 @@ def load_model(ckpt_path, device="cpu"):
     try:
         cfg, meta = Config(**ckpt["config"]), ckpt["meta"]
         if "folder" in meta or not is_file_name(meta.get("tokenizer_file") or "tokenizer.json"):
-            raise ValueError("its meta names a file outside the checkpoint's folder")  # the tools read it there
+            raise ValueError("its meta names a file outside the checkpoint's folder")  # the tools read there
         model = CrammedBERT(cfg, ckpt["vocab_size"], ckpt["seq_len"])
         model.load_state_dict(ckpt["model"])
     except Exception as e:  # a field missing, or of the wrong type or shape
@@ -379,7 +379,7 @@ def load_model(ckpt_path, device="cpu"):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Training: train() is the loop, its steps named above it. In one process `ranks` is rank 0 of 1 and does nothing
+# Training: train() is the loop, its steps named above it. In one process `ranks` is rank 0 of 1, does nothing
 # (several processes: hardware.py's last section, and "Scaling out" below, which a first reading skips).
 
 def check_config(cfg):
@@ -435,14 +435,14 @@ class Clock:
     data_pos: int = 0           # sequences read, in stored order: the next step starts here
     val_loss: float = math.nan  # the last evaluation's
 
-    def progress(self, cfg):  # t, the fraction of the budget used (--max_steps: of the steps): the schedules' input
+    def progress(self, cfg):  # t, the fraction of the budget used (--max_steps: of the steps)
         return self.step / cfg.max_steps if cfg.max_steps > 0 else self.train_time / cfg.budget_hours / 3600
 
 
 def resume(path, cfg, meta, model, optimizer, scaler):
     """Load a checkpoint's state into model, optimizer and scaler, on any device: the same model on the same data
     (else one line names the setting), any --micro_batch. Returns the Clock's fields and the old micro-batch."""
-    ckpt = read_checkpoint(path, mmap=cfg.shard)  # to the CPU, where the RNG state must stay
+    ckpt = read_checkpoint(path, mmap=cfg.shard and sys.platform != "win32")  # Windows: a mapped file stays
     try:
         was, now = {**asdict(Config(**ckpt["config"])), **ckpt["meta"]}, {**asdict(cfg), **meta}  # new fields: defaults
         for key in ("n_layer", "n_embd", "n_head", "ffn_hidden", "local_bias", "narrow", "mask_rate", "tokenizer",
@@ -507,7 +507,7 @@ def micro_batches(data, start, batch, cfg, ranks, meta, gen, device):
 
 
 def accumulate(train_model, batches, accum, amp, scaler, ranks):
-    """Forward and backward of each micro-batch, its loss / accum: the gradients add up to the whole batch's."""
+    """Forward and backward of each micro-batch, its loss / accum: the gradients add up to the batch's."""
     total = 0
     for micro, (inputs, positions, targets) in enumerate(batches):
         with ranks.no_sync_until(micro == accum - 1, train_model):
@@ -519,7 +519,7 @@ def accumulate(train_model, batches, accum, amp, scaler, ranks):
 
 
 def clip_and_step(model, optimizer, scaler, grad_clip):
-    """Clip the gradients' global L2 norm, take the AdamW step (fp16: unscaled first, skipped on an overflow)."""
+    """Clip the gradients' global L2 norm, step AdamW (fp16: unscaled first, skipped on an overflow)."""
     scaler.unscale_(optimizer)
     torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
     scaler.step(optimizer)
@@ -528,7 +528,7 @@ def clip_and_step(model, optimizer, scaler, grad_clip):
 
 
 def checkpoint(path, model, optimizer, scaler, clock, ranks, cfg, **facts):
-    """The raw (uncompiled) weights, so that cram.py and finetune_glue.py load them anywhere; rank 0 writes."""
+    """The raw (uncompiled) weights, which cram.py and finetune_glue.py load anywhere; rank 0 writes."""
     weights, moments = full_state(model, optimizer) if cfg.shard else (model.state_dict(), optimizer.state_dict())
     if ranks.master:
         save_checkpoint(path, {"model": weights, "optimizer": moments, "scaler": scaler.state_dict(),
@@ -536,7 +536,7 @@ def checkpoint(path, model, optimizer, scaler, clock, ranks, cfg, **facts):
 
 
 def out_of_memory(e, cfg, save, ranks, ckpt_path, step):
-    """Keep the work done (under --shard the other ranks wait in a gather: the last checkpoint), name the knob."""
+    """Keep the work done (--shard: the others wait in a gather; the last checkpoint stays), name the knob."""
     if not cfg.shard:
         save()
     where = f"saved at step {step}" if ranks.master and not cfg.shard else f"rank {ranks.rank}"
@@ -581,25 +581,26 @@ def train(cfg):
     log(f"run: {json.dumps({**info, 'world_size': ranks.world, 'amp': str(dtype)})}")
     log(f"data: {cfg.data_dir} | {meta['num_sequences']} sequences of {T} | vocab {vocab_size} | "
         f"unigram baseline {baseline:.4f} nats")
-    start = f"resuming at step {clock.step}, {100 * clock.progress(cfg):.1f}% of budget" if cfg.resume else "fresh start"
+    t = clock.progress(cfg)
+    start = f"resuming at step {clock.step}, {100 * t:.1f}% of budget" if cfg.resume else "fresh start"
     log(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters | {flops / 1e6:.0f} MFLOP/token"
         f" | {start}" + (f", micro-batch {old_micro} -> {cfg.micro_batch}" if old_micro != cfg.micro_batch else ""))
-    save = functools.partial(checkpoint, ckpt_path, model, optimizer, scaler, clock, ranks, cfg, meta=meta,
-                             config=asdict(cfg), vocab_size=vocab_size, seq_len=T, info=info, unigram_baseline=baseline)
+    facts = dict(meta=meta, config=asdict(cfg), vocab_size=vocab_size, seq_len=T, info=info, unigram_baseline=baseline)
+    save = functools.partial(checkpoint, ckpt_path, model, optimizer, scaler, clock, ranks, cfg, **facts)
 
     stop, stopping, gen = stop_on_signals(), False, torch.Generator(device=device)
     next_eval = (math.floor(clock.progress(cfg) / cfg.eval_every) + 1) * cfg.eval_every
     last_ckpt = clock.train_time
     while True:
-        t = clock.progress(cfg)  # the clock runs only inside the step below: evaluation and checkpoints cost none
-        if next_eval <= t < 1 or t >= 1 and not stopping:  # every eval_every, at the end; ranks agree: one clock
-            evaluated = ranks.master or cfg.shard  # --shard: all ranks, each block gathers its weights from all
+        t = clock.progress(cfg)  # the clock runs only in the step below: evaluations, checkpoints cost none
+        if next_eval <= t < 1 or t >= 1 and not stopping:  # every eval_every, and at the end
+            evaluated = ranks.master or cfg.shard  # --shard: all ranks, as each block gathers from all
             losses = evaluate(model, val_data, cfg, mask_id, vocab_size, amp, device) if evaluated else (math.nan,) * 2
             clock.val_loss, next_eval = log.eval(clock, t, *losses), next_eval + cfg.eval_every
         if clock.train_time - last_ckpt >= cfg.ckpt_every_min * 60 and t < 1:
             save()
             last_ckpt = clock.train_time
-        ranks.wait()  # several processes: the others wait here, off the clock, while rank 0 evaluates or writes
+        ranks.wait()  # several processes: the others wait, off the clock, while rank 0 evaluates or writes
         if t >= 1.0 or stopping:
             break
 
@@ -607,11 +608,11 @@ def train(cfg):
         batch, lr = batch_size_at(t, cfg.micro_batch * ranks.world, cfg.batch_size, cfg.ramp_until), lr_at(t, cfg.lr)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        gen.manual_seed(cfg.seed * 1_000_003 + clock.step * ranks.world + ranks.rank)  # masks: a function of the step
+        gen.manual_seed(cfg.seed * 1_000_003 + clock.step * ranks.world + ranks.rank)  # masks: of the step
         try:
             batches = micro_batches(train_data, clock.data_pos, batch, cfg, ranks, meta, gen, device)
             accum = batch // (cfg.micro_batch * ranks.world)
-            loss = ranks.mean(accumulate(train_model, batches, accum, amp, scaler, ranks)).item()  # one host sync
+            loss = ranks.mean(accumulate(train_model, batches, accum, amp, scaler, ranks)).item()  # a host sync
         except torch.OutOfMemoryError as e:
             raise out_of_memory(e, cfg, save, ranks, ckpt_path, clock.step) from None
         if not math.isfinite(loss):  # rank 0 says it, once; the other ranks leave quietly
@@ -622,7 +623,7 @@ def train(cfg):
         clip_and_step(model, optimizer, scaler, cfg.grad_clip)
         dt = time.perf_counter() - t0
         clock.data_pos, clock.train_time, clock.step = clock.data_pos + batch, clock.train_time + dt, clock.step + 1
-        clock.train_time, stopping = ranks.agree(clock.train_time, "signal" in stop)  # one clock, any rank's signal
+        clock.train_time, stopping = ranks.agree(clock.train_time, "signal" in stop)  # one clock for all ranks
         log.step(clock, clock.progress(cfg), loss, lr, batch, dt, ranks.world)
 
     save()
@@ -648,8 +649,8 @@ def main(argv=None):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Scaling out: read this last. torchrun starts one process per device: DDP, or FSDP2 with --shard (ZeRO-3: each
-# holds 1/world of the weights, gradients and Adam moments). Processes and wrapping: hardware.py's last section.
+# Scaling out: read this last. torchrun starts a process per device: DDP, or FSDP2 with --shard (ZeRO-3: each
+# holds 1/world of the weights, gradients, Adam moments). Processes and wrapping: hardware.py's last section.
 # Here: a --shard checkpoint is one whole-model file, as one device's, which every layout writes and reads.
 
 def full_state(model, optimizer):
@@ -676,7 +677,7 @@ def reformat(weights, moments, model, optimizer, shape):
 
 def load_shards(ckpt, model, optimizer):
     """--resume --shard: each rank keeps its slice of every tensor of the file, whoever wrote it. The file is
-    memory-mapped (read_checkpoint(mmap=True)): a machine's ranks share its pages, one copy in memory, not N."""
+    memory-mapped (read_checkpoint(mmap=True)): a machine's ranks share its pages, one copy, not N."""
     from torch.distributed.checkpoint import state_dict as dcp
     weights, moments = reformat(ckpt["model"], ckpt["optimizer"], model, optimizer, (1,))
     dcp.set_state_dict(model, optimizer, model_state_dict=weights, optim_state_dict=moments,
