@@ -109,7 +109,7 @@ def parse_config(argv=None):
                                 f"paper preset's, the tiny one's beside them; --preset auto is {auto} here.")
     for f in fields(Config):
         kind = dict(action=argparse.BooleanOptionalAction) if f.type is bool else dict(type=f.type)
-        tiny = f", tiny: {PRESETS['tiny'][f.name]}" if f.name in PRESETS["tiny"] else ""
+        tiny = f", tiny: {round(PRESETS['tiny'][f.name], 4)}" if f.name in PRESETS["tiny"] else ""
         p.add_argument(f"--{f.name}", **kind, default=argparse.SUPPRESS,
                        help=f"{f.metadata['help']} (default {f.default}{tiny})".replace("%", "%%"))
     given = vars(p.parse_args(argv))
