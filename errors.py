@@ -15,3 +15,9 @@ class CramError(Exception):
 def die(msg):
     """Stop at once with one line named after the script (prepare.py; cram.py or finetune_glue.py reading a set)."""
     raise SystemExit(f"{Path(sys.argv[0]).name}: error: {msg}")
+
+
+def is_file_name(name):
+    """A name read from a file (meta.json's tokenizer_file, a checkpoint's meta) must be a bare file name: joined to
+    a folder it stays in that folder ("../../x", "/etc/x", "C:x" would reach another). Refuse it otherwise."""
+    return isinstance(name, str) and name not in ("", ".", "..") and not any(c in name for c in "/\\:\0")

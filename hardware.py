@@ -5,15 +5,19 @@ or an H100's answers on a CPU (tests/test_gpu_paths.py), or a Mac's and a Window
 cram.py, finetune_glue.py and bench.py share them; every script's main() calls safe_console() first.
 """
 import contextlib
+import datetime
 import os
 import platform
 import re
+import signal
 import subprocess
 import sys
 import time
 
 import numpy as np
 import torch
+
+from errors import CramError
 
 
 def amp_dtype(device):
@@ -37,9 +41,24 @@ def compile_by_default(device):
     return device.type == "cuda" and sys.platform != "win32"
 
 
-def dist_backend(device):
-    """torchrun's collective library: NCCL between CUDA GPUs, gloo on CPUs and on Windows, which has no NCCL build."""
-    return "nccl" if device.type == "cuda" and sys.platform != "win32" else "gloo"
+def pick_device(name):
+    """--device: auto (CUDA, else Apple's GPU, else the CPU), cuda, cpu or mps; one line if it is not there."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
+    if name not in ("cuda", "cpu", "mps"):
+        raise CramError(f"unknown --device {name!r}: use auto, cuda, cpu or mps")
+    if name != "cpu" and not (torch.cuda if name == "cuda" else torch.backends.mps).is_available():
+        raise CramError(f"--device {name} was asked for but no {name.upper()} device is visible: use --device cpu")
+    return torch.device(name)
+
+
+def dist_backend(device, offload=False):
+    """torchrun's collective library: NCCL between CUDA GPUs, gloo on CPUs and on Windows, which has no NCCL build.
+    offload (--offload): the shards and their gradients live in CPU memory, and the gradient clip and GradScaler's
+    overflow check reduce them there; NCCL has no CPU tensors, so gloo serves the CPU beside it."""
+    if device.type != "cuda" or sys.platform == "win32":
+        return "gloo"
+    return "cpu:gloo,cuda:nccl" if offload else "nccl"
 
 
 def safe_console():
@@ -48,6 +67,14 @@ def safe_console():
     for stream in (sys.stdout, sys.stderr):
         if hasattr(stream, "reconfigure"):  # None under pythonw.exe; some embedders' streams cannot be reconfigured
             stream.reconfigure(errors="backslashreplace")
+
+
+def stop_on_signals():
+    """Ctrl+C, kill, Windows' Ctrl+Break: noted; the loop finishes its step, saves and exits."""
+    stop = {}
+    for sig in {signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGBREAK", signal.SIGINT)}:
+        signal.signal(sig, lambda signum, frame: stop.setdefault("signal", signal.Signals(signum).name))
+    return stop
 
 
 # Dense tensor-core peak FLOP/s in the precision amp_dtype picks (bf16; fp16 before Ampere), for MFU. The whole
@@ -78,3 +105,106 @@ def run_info(device):
     return {"python": platform.python_version(), "torch": str(torch.__version__), "numpy": np.__version__,
             "device": f"{device.type}: {name}", "threads": torch.get_num_threads(), "git": commit or "unknown",
             "host": platform.node(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Several processes (torchrun): cram.py's "Scaling out" section, read last. In one process Ranks is rank 0 of 1 and
+# its methods do nothing; under torchrun DDP by default, FSDP2 (ZeRO-3) with --shard, shards in CPU memory with
+# --offload.
+
+class Ranks:
+    """The processes of a torchrun launch and what the loop needs of them; one process: rank 0 of 1, no-ops."""
+
+    def __init__(self, rank=0, world=1, shard=False):
+        self.rank, self.world, self.shard, self.master = rank, world, shard, rank == 0
+
+    def wrap(self, model, device):  # DDP without --shard: gradients averaged during the step's last backward
+        self.model = model
+        if self.world == 1 or self.shard:
+            return model
+        return torch.nn.parallel.DistributedDataParallel(  # no buffer to broadcast: pos_table, attn_bias are fixed
+            model, device_ids=[device] if device.type == "cuda" else None, broadcast_buffers=False,
+            gradient_as_bucket_view=True)  # no second copy of the gradients
+
+    def no_sync_until(self, last, train_model):  # until the last micro-batch each rank sums its own gradients
+        if self.shard:  # FSDP2's way: until then each rank holds whole gradients (4 bytes a parameter)
+            self.model.set_requires_gradient_sync(last)
+        return contextlib.nullcontext() if self.world == 1 or last or self.shard else train_model.no_sync()
+
+    def mean(self, loss):  # every rank judges the mean loss: a NaN on one stops all, together
+        if self.world > 1:
+            torch.distributed.all_reduce(loss)
+            loss /= self.world
+        return loss
+
+    def agree(self, train_time, stopping):  # the slowest rank's clock (lr, batch, evaluations, the end), any signal
+        if self.world == 1:
+            return train_time, stopping
+        both = torch.tensor([train_time, float(stopping)], dtype=torch.float64, device=self.device)
+        torch.distributed.all_reduce(both, op=torch.distributed.ReduceOp.MAX)
+        return both.tolist()
+
+    def wait(self):
+        if self.world > 1:
+            torch.distributed.barrier()
+
+    def finish(self):
+        self.wait()
+        if self.world > 1:
+            torch.distributed.destroy_process_group()
+
+
+def start_processes(device, cfg):
+    """(Ranks, device): torchrun sets RANK and WORLD_SIZE; each process takes its GPU and joins the group. First the
+    settings that only several processes need, each refused in one line."""
+    ranks = Ranks(int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1)), cfg.shard)
+    rules = [
+        (not cfg.offload or cfg.shard and device.type == "cuda",
+         "--offload moves the GPU shards of --shard to CPU memory: it needs --shard and a CUDA device"),
+        (not cfg.shard or ranks.world > 1, "--shard splits the training state over the processes of torchrun: "
+         "launch `torchrun --nproc_per_node N cram.py --shard ...` (N >= 2), or drop --shard"),
+        (not cfg.shard or fsdp2(), f"--shard needs torch >= 2.6 (FSDP2's fully_shard); this is torch "
+         f"{torch.__version__}: upgrade it (pip install -U torch), or drop --shard"),
+        (cfg.micro_batch * ranks.world <= cfg.batch_size, f"--micro_batch {cfg.micro_batch} on {ranks.world} devices "
+         f"is {cfg.micro_batch * ranks.world} sequences a step, more than --batch_size {cfg.batch_size}: lower "
+         "--micro_batch (the ramp needs several)"),
+    ]
+    if message := next((message for ok, message in rules if not ok), None):
+        raise CramError(message)
+    if ranks.world > 1:
+        if device.type == "cuda":
+            device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+            torch.cuda.set_device(device)
+        torch.distributed.init_process_group(backend=dist_backend(device, cfg.offload),
+                                             device_id=device if device.type == "cuda" else None,
+                                             timeout=datetime.timedelta(minutes=30))  # a checkpoint to slow disks
+    ranks.device = device
+    return ranks, device
+
+
+def fsdp2():
+    """FSDP2 (torch >= 2.6): fully_shard, MixedPrecisionPolicy, CPUOffloadPolicy, OffloadPolicy; None before it."""
+    try:
+        from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy, fully_shard
+    except ImportError:
+        return None
+    return fully_shard, MixedPrecisionPolicy, CPUOffloadPolicy, OffloadPolicy
+
+
+def shard_policy(device):
+    """On CUDA each block's weights are gathered in the autocast dtype (bf16; fp16 before Ampere) and the gradients
+    reduced in fp32 into the fp32 shards AdamW updates. Autocast stays on: its casts of the gathered weights are now
+    no-ops, and it still runs softmax, LayerNorm and the loss in fp32. The blocks' inputs are not cast: the residual
+    stream stays as autocast leaves it. fp32 throughout on the CPU."""
+    dtype, policy = amp_dtype(device), fsdp2()[1]
+    return policy(param_dtype=dtype, reduce_dtype=torch.float32, cast_forward_inputs=False) if dtype else policy()
+
+
+def shard_model(model, device, world, offload):
+    """FSDP2, in place: each block's weights gathered just before it runs, then the rest's (embeddings, norm)."""
+    fully_shard, _, CPUOffloadPolicy, OffloadPolicy = fsdp2()
+    model.embed.pos_scale = torch.nn.Parameter(model.embed.pos_scale.detach().reshape(1))  # it shards no 0-dim tensor
+    mesh = torch.distributed.init_device_mesh(device.type, (world,))
+    for module in [*model.blocks, model]:  # --offload: the shards in CPU memory, Adam's step there too
+        fully_shard(module, mesh=mesh, mp_policy=shard_policy(device),
+                    offload_policy=CPUOffloadPolicy() if offload else OffloadPolicy())

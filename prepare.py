@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from errors import die
+from errors import CramError, die, is_file_name
 from hardware import safe_console
 from tokenizer import SPECIALS, Tok, gpt2_tok, hf_tokenizer, is_hf_tokenizer_folder, train_wordpiece
 
@@ -151,10 +151,36 @@ def read_meta(data_dir):
         n, ids = meta["num_sequences"], meta["special_ids"]
         if not all(type(v) is int for v in (meta["seq_len"], meta["vocab_size"], ids["mask"], n["train"], n["val"])):
             raise ValueError("a count or an id is not a whole number")
+        if meta.get("tokenizer_file") is not None and not is_file_name(meta["tokenizer_file"]):  # cram.py copies it
+            raise ValueError(f"tokenizer_file {meta['tokenizer_file']!r} is not a file name in the folder itself")
     except (OSError, ValueError, KeyError, TypeError) as e:  # JSON and UTF-8 errors are ValueErrors
         die(f"no {path}: run `python prepare.py --out {data_dir}` first" if isinstance(e, FileNotFoundError) else
             f"{path} is damaged ({type(e).__name__}: {e}): prepare the data again, or copy the good one there")
     return meta
+
+
+def load_split(data_dir, split):
+    """cram.py's reader: `split`.bin memory-mapped as an (N, T) uint16 array, checked against meta.json."""
+    meta = read_meta(data_dir)  # a missing or damaged meta.json is a one-line error
+    T, n = meta["seq_len"], meta["num_sequences"][split]
+    path = os.path.join(data_dir, f"{split}.bin")
+    if not os.path.exists(path):
+        raise CramError(f"missing {path}: re-run prepare.py for {data_dir}")
+    if os.path.getsize(path) != n * T * 2:
+        raise CramError(f"{path} has {os.path.getsize(path)} bytes but meta.json promises {n}x{T} uint16 "
+                        "tokens: the file is truncated or from another run; re-run prepare.py")
+    if n == 0:
+        raise CramError(f"{path} holds no sequences: prepare more text (or a larger --val_fraction)")
+    return np.memmap(path, dtype=np.uint16, mode="r", shape=(n, T)), meta
+
+
+def unigram_entropy(train, val, max_tokens=50_000_000):
+    """Cross-entropy (nats) of val tokens under the train unigram distribution: the context-free baseline."""
+    rows = max(1, min(len(train), max_tokens // train.shape[1]))
+    vocab = int(max(train[:rows].max(), val.max())) + 1
+    counts = np.bincount(np.asarray(train[:rows]).ravel(), minlength=vocab).astype(np.float64) + 1.0
+    logp = np.log(counts / counts.sum())
+    return float(-logp[np.asarray(val).ravel()].mean())
 
 
 def load_tokenizer(data_dir, vocab=None):

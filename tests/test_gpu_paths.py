@@ -289,6 +289,14 @@ def spy_clip(params, max_norm):
 torch.nn.utils.clip_grad_norm_ = spy_clip
 """
 
+LOADS = """
+load = torch.load
+def spy_load(f, *args, **kw):
+    print(f"rank {rank} loads {f} mmap={kw.get('mmap', False)}", flush=True)
+    return load(f, *args, **kw)
+torch.load = spy_load
+"""
+
 KILL_AFTER_STEP_6 = """
 save_checkpoint = cram.save_checkpoint
 def save_then_die(path, state):  # rank 0 writes; kill -9 right after step 6's checkpoint is on disk
@@ -415,9 +423,11 @@ def test_kill_and_resume_of_a_sharded_run_continues_it_bit_for_bit(runs):
     tmp, _, _ = runs
     killed = sharded_run(tmp / "data", tmp / "killed", 29543, "--shard", patch=KILL_AFTER_STEP_6)
     assert killed.returncode != 0 and torch.load(tmp / "killed" / "ckpt.pt", weights_only=True)["step"] == 6
-    resumed = sharded_run(tmp / "data", tmp / "killed", 29544, "--shard", "--resume", patch="")
+    resumed = sharded_run(tmp / "data", tmp / "killed", 29544, "--shard", "--resume", patch=LOADS)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "resuming at step 6" in resumed.stdout
+    # each rank maps the file (one copy in memory, its pages shared), none reads a whole private copy
+    assert sorted(re.findall(r"rank (\d) loads .*ckpt.pt mmap=(\w+)", resumed.stdout)) == [("0", "True"), ("1", "True")]
     assert curve(tmp / "killed") == curve(tmp / "shard")  # every loss and evaluation, to the last bit
     ends = [torch.load(tmp / name / "ckpt.pt", weights_only=True) for name in ("shard", "killed")]
     assert all(torch.equal(ends[0]["model"][k], v) for k, v in ends[1]["model"].items())
@@ -526,3 +536,69 @@ def test_bench_prints_the_memory_arithmetic_of_ddp_and_shard(capsys):
     assert f"119.6M parameters | 1 GPU, or DDP on any number: {16 * n / 1e9:.2f} GB" in out  # gradient, accumulating)
     assert f"--shard on 8: 0.06 + 0.54 + 0.12 = {(16 / 8 + 4) * n / 1e9:.2f} GB" in out and "285.3M parameters" in out
     assert "16 GB: DDP 0.81B parameters | --shard on 2 1.08B" in out  # (16 - 3) GB / 16 bytes, / (4 + 16 / 2) bytes
+
+
+# ---------------------------------------------------------------------------------------------- --offload, --shard
+
+@pytest.mark.parametrize("device, offload, platform, backend", [
+    ("cuda", False, "linux", "nccl"), ("cuda", True, "linux", "cpu:gloo,cuda:nccl"), ("cpu", False, "linux", "gloo"),
+    ("cuda", True, "win32", "gloo"), ("cuda", False, "win32", "gloo")])
+def test_offload_gives_the_process_group_a_cpu_backend_beside_nccl(device, offload, platform, backend, monkeypatch):
+    monkeypatch.setattr(sys, "platform", platform)
+    assert hardware.dist_backend(torch.device(device), offload) == backend
+
+
+GROUP = """
+import os, sys, torch
+torch.distributed.init_process_group(sys.argv[1])
+shard = torch.ones(3)  # a gradient shard in CPU memory, as --offload keeps it; clip_grad_norm_ reduces its norm
+try:
+    torch.distributed.all_reduce(shard)
+    print(f"rank {os.environ['RANK']} reduced {shard.tolist()}", flush=True)
+except Exception as e:
+    print(f"rank {os.environ['RANK']} failed: {' '.join(str(e).split())[:80]}", flush=True)
+torch.distributed.destroy_process_group()
+"""
+
+
+def test_an_offloaded_run_s_group_reduces_cpu_tensors_which_an_nccl_only_group_cannot(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "platform", "linux")
+    script = tmp_path / "group_check.py"
+    script.write_text(GROUP, encoding="utf-8")
+    def run(backend):  # gloo stands in for NCCL on this CPU, for the same devices ("nccl" alone: CUDA only)
+        spec = (backend if ":" in backend else f"cuda:{backend}").replace("nccl", "gloo")
+        return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+                               "--master_port", "29551", str(script), spec], capture_output=True, text=True,
+                              timeout=120).stdout
+    cuda = torch.device("cuda")
+    assert "failed: No backend type associated with device type cpu" in run(hardware.dist_backend(cuda))
+    assert run(hardware.dist_backend(cuda, offload=True)).count("reduced [2.0, 2.0, 2.0]") == 2
+
+
+def test_shard_on_a_torch_without_fsdp2_is_one_line_saying_it_needs_2_6(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch.distributed.fsdp", types.ModuleType("torch.distributed.fsdp"))  # 2.5
+    monkeypatch.setattr(torch.distributed, "init_process_group", lambda *args, **kw: None)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
+    with pytest.raises(SystemExit) as e:
+        run_tiny(tmp_path, "--shard", "--max_steps", "2")
+    assert "--shard needs torch >= 2.6" in str(e.value) and "\n" not in str(e.value)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_shard_gathers_weights_in_the_autocast_dtype_on_gpus_and_reduces_gradients_in_fp32(dtype, monkeypatch):
+    calls = []
+    fully_shard, policy, cpu_offload, no_offload = hardware.fsdp2()
+    monkeypatch.setattr(hardware, "fsdp2", lambda: (lambda module, **kw: calls.append(kw), policy, cpu_offload,
+                                                     no_offload))
+    monkeypatch.setattr(torch.distributed, "init_device_mesh", lambda *args: "mesh")
+    monkeypatch.setattr(hardware, "amp_dtype", lambda device: dtype)  # an A100 (bf16), a T4 (fp16)
+    model = cram.CrammedBERT(cram.Config(n_layer=2, n_embd=32, n_head=2, ffn_hidden=64), 50, 16)
+    hardware.shard_model(model, torch.device("cuda", 0), 2, offload=False)
+    assert len(calls) == 3 and all(kw["mesh"] == "mesh" for kw in calls)  # two blocks, then the rest
+    for kw in calls:
+        p = kw["mp_policy"]
+        assert (p.param_dtype, p.reduce_dtype, p.cast_forward_inputs) == (dtype, torch.float32, False)
+    monkeypatch.setattr(hardware, "amp_dtype", lambda device: None)  # the CPU: fp32 throughout, as DDP
+    assert hardware.shard_policy(torch.device("cpu")).param_dtype is None
