@@ -110,24 +110,26 @@ keys and values from kv, with the same qkv weights."""),
         "ALiBi (Press et al. 2022)", 35,
         ("CrammedBERT.__init__", "CrammedBERT.encode"), """\
 Write `CrammedBERT.__init__(cfg, vocab_size, seq_len)` and `CrammedBERT.encode(ids, pad_mask=None,
-positions=None)`. __init__: embed = Embeddings, blocks = n_layer Blocks, final_norm = LayerNorm, narrow =
-cfg.narrow, every Linear and Embedding weight drawn from N(0, 0.02); and the `attn_bias` buffer: for
+positions=None)`. __init__: embed = Embeddings; wide, narrow = n_layer - cfg.narrow, cfg.narrow; blocks = wide
+Blocks then narrow NarrowBlocks; final_norm = LayerNorm; every Linear and Embedding weight drawn from N(0, 0.02);
+and the `attn_bias` buffer: for
 cfg.local_bias = s > 0, head h adds -s / 2^h * |i - j| to the score of query i on key j, except the last head,
 which adds nothing (it sees the whole row, as [CLS] must to classify a sentence): a (n_head, T, T) float tensor,
 registered with persistent=False (it follows from the config: checkpoints don't hold it); s = 0: None (the paper's
 model). encode: embed, the blocks, final_norm, with the bias (its first T rows and columns) as every block's
-attention mask, padded keys at -inf when a pad_mask (B, T) is given (True on real tokens). `positions` is
-NarrowBERT's (exercise narrow): the hidden states at those positions only."""),
+attention mask, padded keys at -inf when a pad_mask (B, T) is given (True on real tokens); `positions` (B, k): the
+hidden states at those positions only (with narrow blocks, hand them to narrow_blocks: exercise narrow)."""),
     "narrow": Exercise(
         "NarrowBERT: the last blocks compute only the positions whose output is needed",
         "NarrowBERT (Li et al. 2023)", 45,
-        ("Attention.forward", "CrammedBERT.encode"), """\
-Write `Attention.forward` (exercise attention) with its `kv` branch (queries from x, keys and values from kv (B, S,
-C), with the same `qkv` weights) and `CrammedBERT.encode(ids, pad_mask=None, positions=None)`: the first
-n_layer - narrow blocks run on every position and their output is the context; then only the rows at `positions`
-(B, k) go on (with the local bias's rows for those queries), and each narrow block attends from them to the
-context, normalised by its own norm1. Without `positions` the narrow blocks run every row, the same way. As no
-narrow block reads another position's narrow state, both agree at those positions: skipping the rest is exact,
+        ("NarrowBlock.forward", "narrow_blocks"), """\
+Write `NarrowBlock.forward(x, attn_mask=None, context=None)`: a pre-LN Block whose queries come from x (B, k, C) and
+whose keys and values come from context (B, T, C) (x itself when context is None), both through norm1, with the
+Block's own fused `qkv` weight split into its q rows and its k, v rows; attend with `self.attn.attend`, then the
+feed-forward as in Block. And `narrow_blocks(blocks, context, attn_mask, positions)`: take the rows of context at
+positions (B, k) (None: every row), with the local bias's rows for those queries, then run each narrow block from
+them against the same context: the first n_layer - narrow blocks ran on every position and made it. As no narrow
+block reads another position's narrow state, skipping the other rows is exact,
 and fine-tuning sees the model that pretraining trained."""),
 }
 

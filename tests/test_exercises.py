@@ -242,14 +242,14 @@ def forward(self, x):
     return self.down(F.silu(gate) * x)
 """, "not SiLU"),
     ("prenorm", "Block.forward", """
-def forward(self, x, attn_mask=None, context=None):
-    x = x + self.attn(self.norm1(x), attn_mask, None if context is None else self.norm1(context))
+def forward(self, x, attn_mask=None):
+    x = x + self.attn(self.norm1(x), attn_mask)
     return x + self.ffn(self.norm1(x))
 """, "norm1 feeds the attention, norm2 the feed-forward"),
     ("prenorm", "Block.forward", """
-def forward(self, x, attn_mask=None, context=None):
+def forward(self, x, attn_mask=None):
     x = self.norm1(x)
-    x = x + self.attn(x, attn_mask, None if context is None else self.norm1(context))
+    x = x + self.attn(x, attn_mask)
     return x + self.ffn(self.norm2(x))
 """, "the residual stream carries x itself"),
     ("sparse_head", "CrammedBERT.forward", """
@@ -289,8 +289,9 @@ def local_bias_init(make_bias, persistent="False"):
 def __init__(self, cfg, vocab_size, seq_len):
     super().__init__()
     self.embed = Embeddings(cfg, vocab_size, seq_len)
-    self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
-    self.final_norm, self.narrow = nn.LayerNorm(cfg.n_embd, eps=cfg.norm_eps), cfg.narrow
+    self.wide, self.narrow = cfg.n_layer - cfg.narrow, cfg.narrow
+    self.blocks = nn.ModuleList([*(Block(cfg) for _ in range(self.wide)), *(NarrowBlock(cfg) for _ in range(self.narrow))])
+    self.final_norm = nn.LayerNorm(cfg.n_embd, eps=cfg.norm_eps)
     bias = None
     if cfg.local_bias > 0:
         i = torch.arange(seq_len)
@@ -435,10 +436,9 @@ def forward(self, ids, positions, targets=None):
     return logits
 """),
     ("prenorm", "Block.forward", """
-def forward(self, x, attn_mask=None, context=None):
-    kv = self.norm1(context) if context is not None else None
+def forward(self, x, attn_mask=None):
     h = self.norm1(x)
-    x = x + self.drop(self.attn(h, attn_mask, kv))
+    x = x + self.drop(self.attn(h, attn_mask))
     h = self.norm2(x)
     return x + self.drop(self.ffn(h))
 """),
@@ -458,7 +458,18 @@ def forward(self, x, attn_mask=None, kv=None):
     weights = F.dropout(scores.softmax(-1), self.dropout, self.training)
     return self.out((weights @ v).transpose(1, 2).reshape(B, T, C))
 """
-RIGHT += [("attention", "Attention.forward", MANUAL_ATTENTION), ("narrow", "Attention.forward", MANUAL_ATTENTION),
+NARROW_BY_PARTS = """
+def forward(self, x, attn_mask=None, context=None):
+    B, T, C = x.shape
+    H, w = self.attn.n_head, self.attn.qkv.weight
+    kv = self.norm1(x if context is None else context)
+    q = (self.norm1(x) @ w[:C].T).view(B, T, H, C // H).transpose(1, 2)
+    k = (kv @ w[C:2 * C].T).view(B, -1, H, C // H).transpose(1, 2)
+    v = (kv @ w[2 * C:].T).view(B, -1, H, C // H).transpose(1, 2)
+    x = x + self.drop(self.attn.attend(q, k, v, attn_mask))
+    return x + self.drop(self.ffn(self.norm2(x)))
+"""
+RIGHT += [("attention", "Attention.forward", MANUAL_ATTENTION), ("narrow", "NarrowBlock.forward", NARROW_BY_PARTS),
           ("local_bias", "CrammedBERT.__init__", local_bias_init(RIGHT_BIAS)),
           ("local_bias", "CrammedBERT.__init__", local_bias_init(
               "bias = torch.zeros(cfg.n_head, seq_len, seq_len)\n"
