@@ -7,12 +7,14 @@
 --x picks the axis: budget (% used, the default), seconds (of budget), tokens (seen) or flops (training FLOPs:
 tokens x the model's FLOPs per token, which cram.py logs): the last two compare models of different sizes.
 
-Reads <run>/metrics.jsonl (one JSON object per optimizer step, plus one per evaluation). matplotlib is an optional
-extra (`pip install matplotlib`), imported only here: cram.py itself never needs it.
+Reads <run>/metrics.jsonl (one JSON object per optimizer step, plus one per evaluation) and the unigram baseline
+from <run>/log.txt, dashed on the loss panel (the loss of guessing each token by its frequency). matplotlib is an
+optional extra (`pip install matplotlib`), imported only here: cram.py itself never needs it.
 """
 import argparse
 import json
 import os
+import re
 import sys
 
 from hardware import safe_console
@@ -46,6 +48,17 @@ def read_metrics(run_dir, x="budget"):
     return steps, evals
 
 
+def unigram_baseline(run_dir):
+    """The unigram baseline of a run (nats): the loss of guessing every token by its frequency alone, which cram.py's
+    log measures everything against (its "data:" line in log.txt, the last one if resumed); None if not found."""
+    try:
+        with open(os.path.join(run_dir, "log.txt"), encoding="utf-8", errors="replace") as f:
+            found = re.findall(r"^data: .*\| unigram baseline ([0-9.]+) nats$", f.read(), flags=re.MULTILINE)
+    except OSError:  # no log.txt: a run copied without it still plots
+        return None
+    return float(found[-1]) if found else None
+
+
 def main(argv=None):
     safe_console()  # a folder name the console's encoding lacks is printed escaped (Windows: cp1252)
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -75,6 +88,8 @@ def main(argv=None):
                      label=f"{name}: validation" + " (train faint)" * (not compare))
         if evals and "val_loss_mask" in evals[0] and not compare:  # written by cram.py since 2026-11-23
             ax_loss.plot(at, [e["val_loss_mask"] for e in evals], "s--", color=color, label=f"{name}: [MASK] slots")
+        if (unigram := unigram_baseline(run)) is not None:  # the bar to get under: where pretraining starts from
+            ax_loss.axhline(unigram, color=color, ls="--", lw=1, label=f"{name}: unigram baseline {unigram:.2f}")
         ax_lr.plot(budget, [s["lr"] for s in steps], color=color)
         ax_batch.plot(budget, [s["batch"] for s in steps], color=color)
     ax_loss.set_ylabel("MLM loss (nats)")
