@@ -168,9 +168,10 @@ def markdown(reports, trivial, titles, seeds, recipe, notes):
     majority class, or the training mean: trivial) for scale. titles: eval set -> column title; notes: lines below."""
     cols, rows = list(titles), {}
     cell = lambda v, iv, f=".1f": f"{v:{f}} [{iv[0]:{f}}, {iv[1]:{f}}]"  # noqa: E731
-    for name, r in reports.items():  # avg's interval: the mean of the sets' bootstrap draws
-        rows[name] = [cell(r["table"][c], r["results"][c]["interval"][r["results"][c]["main"]]) for c in cols] + [
-            cell(average(r["table"]), interval(np.mean([r["draws"][c] for c in cols], axis=0)))]
+    for name, r in reports.items():  # avg's interval: the mean of the sets' bootstrap draws (one set: its own)
+        spread = [r["results"][c]["interval"][r["results"][c]["main"]] for c in cols]
+        avg_iv = spread[0] if len(cols) == 1 else interval(np.mean([r["draws"][c] for c in cols], axis=0))
+        rows[name] = [cell(r["table"][c], iv) for c, iv in zip(cols, spread)] + [cell(average(r["table"]), avg_iv)]
     if len(reports) == 2:
         rows["difference"] = [cell(d["value"], d["interval"], "+.1f") + " within the noise" * d["within_noise"]
                               for d in difference(*reports.values()).values()]
