@@ -105,7 +105,7 @@ def score(task, info, rows, preds, path):
     print(f"{task.name}: " + ", ".join(f"{k} {v:.2f} [{spread[k][0]:.1f}, {spread[k][1]:.1f}]" for k, v in
                                        scores.items()) + f" on the {len(known)} labelled rows of {path} (fine-tuning's "
           "dev set: " + ", ".join(f"{k} {v:.2f}" for k, v in info["dev"].items()) + f")\n[low, high]: the {INTERVAL_WORDS}"
-          + (f"\n{one_row(task, preds[known], labels)}" if len(known) < 200 else ""))  # a small set: one row's worth
+          + f"\n{one_row(task, preds[known], labels) or ''}".rstrip())  # a small set: what one row is worth
 
 
 def texts_split(texts, pair):

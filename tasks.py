@@ -235,6 +235,7 @@ def load_task(task, args):
 # Metrics: the task's, and those of no model at all.
 
 METRICS = ("acc", "mcc", "f1", "macro_f1", "pearson", "spearman", "rmse")  # what a task's metrics may name
+SMALL = 200  # a dev set under this many rows says how far one row moves its score (one_row)
 RESAMPLES = 1000  # bootstrap resamples of the dev rows behind each interval (seed 0: the same every run)
 INTERVAL_WORDS = (f"95% interval over the rows: accuracy's is Wilson's binomial interval, the other metrics' a "
                   f"percentile bootstrap ({RESAMPLES} resamples of the rows, seed 0)")
@@ -302,8 +303,10 @@ def intervals(task, preds, labels):
 
 def one_row(task, preds, labels):
     """How far one evaluation row moves the score, in words: a classification's accuracy moves 100 / N points per row;
-    a regression's first metric, the most that leaving out one row moves it."""
+    a regression's first metric, the most that leaving out one row moves it. None from SMALL rows on: little."""
     n, main = len(labels), task.metrics[0]
+    if n >= SMALL:
+        return None
     if task.labels is not None:
         return f"one dev row is worth {100 / n:.1f} points of accuracy here ({n} rows)"
     rest = np.array([np.delete(np.arange(n), i) for i in range(n)])                       # (N, N - 1)
