@@ -165,19 +165,19 @@ def test_the_command_line_prints_predictions_and_exits_non_zero_on_bad_input(ckp
 def test_it_says_how_far_the_checkpoint_was_trained_step_budget_and_validation_loss(ckpt, capsys):
     fill_mask.main([str(ckpt), "a dog [MASK] ."])
     state = torch.load(ckpt, map_location="cpu", weights_only=False)
-    first = capsys.readouterr().out.splitlines()[0]
+    first, loss, unigram = capsys.readouterr().out.splitlines()[0], state["val_loss"], state["unigram_baseline"]
     assert state["step"] == 150 and first == (
-        f"model: {ckpt}, trained 150 steps (100% of --max_steps 150), validation loss {state['val_loss']:.3f} nats, "
-        f"{state['unigram_baseline'] - state['val_loss']:.3f} under the unigram baseline {state['unigram_baseline']:.3f}")
+        f"model: {ckpt}, trained 150 steps (100% of --max_steps 150), validation loss {loss:.3f} nats, "
+        f"{unigram - loss:.3f} under the unigram baseline {unigram:.3f}")
     state.update(step=40, val_loss=float("nan"), train_time=90.0, config={**state["config"], "max_steps": 0,
                                                                          "budget_hours": 0.05})  # 3 minutes
     early = ckpt.parent / "early.pt"
     torch.save(state, early)
     fill_mask.main([str(early), "a dog [MASK] ."])
-    assert capsys.readouterr().out.splitlines()[0] == (f"model: {early}, trained 40 steps (50% of its 3-minute budget), "
-                                                      "validation loss not measured yet")
+    assert capsys.readouterr().out.splitlines()[0] == (
+        f"model: {early}, trained 40 steps (50% of its 3-minute budget), validation loss not measured yet")
     assert fill_mask.how_trained("crammed-bert", {"folder": "models/crammed-bert"}).startswith(
-        "model: the paper's released model (models/crammed-bert)")
+        "model: models/crammed-bert, a folder in the paper's release format, which keeps no training record")
 
 
 def test_the_real_run_s_log_gives_plot_its_unigram_baseline(ckpt):

@@ -79,7 +79,9 @@ def test_a_paired_difference_of_the_same_predictions_is_zero_and_of_far_apart_mo
 
 
 def test_one_row_is_100_over_n_points_of_accuracy_or_the_most_one_left_out_row_moves_a_regression():
-    assert tasks.one_row(BINARY, np.zeros(10), np.ones(10)) == "one dev row is worth 10.0 points of accuracy here (10 rows)"
+    assert tasks.one_row(BINARY, np.zeros(10), np.ones(10)) == (
+        "one dev row is worth 10.0 points of accuracy here (10 rows)")
+    assert tasks.one_row(BINARY, np.zeros(200), np.ones(200)) is None  # a large dev set: no line
     preds, labels = np.array([1.0, 2.0, 3.0, 4.0, 9.0]), np.array([1.0, 3.0, 2.0, 4.0, 5.0])
     full = np.corrcoef(preds, labels)[0, 1]
     moved = max(abs(np.corrcoef(np.delete(preds, i), np.delete(labels, i))[0, 1] - full) for i in range(5))
