@@ -250,7 +250,7 @@ def run(args):
     args.vocab_seq, args.pad_id, cfg.dropout = (vocab, seq_len), tok.special["pad"], args.dropout
     out_dir = Path(args.out or (args.ckpt if os.path.isdir(args.ckpt) else os.path.dirname(os.path.abspath(args.ckpt))
                                 if os.path.isfile(args.ckpt) else os.path.join("out", Path(args.ckpt).name)))
-    (out_dir / "predictions").mkdir(parents=True, exist_ok=True)  # now: a folder that cannot be written fails early
+    (out_dir / "predictions").mkdir(parents=True, exist_ok=True)
     info = run_info(device)
     print(f"settings: {json.dumps(vars(args))}\nrun: {json.dumps(info)}")
     data = {task.name: (task, *load_task(task, args)) for task in tasks}  # every file read: a bad one costs no training
@@ -278,8 +278,10 @@ def run(args):
                   args.seeds, args.recipe, [f"This run's own copy: {this}.md and .json, predictions/{this}/; glue.md "
                                             "and glue.json are always the latest run's."])
     compared = difference(report[False], report[True]) if args.vs_random else None
-    keep, _ = r.pop("keep", None), [rep.pop("draws") for rep in report.values()]  # the draws: not for glue.json
-    outputs.update({f"predictions/{this}/{name[12:]}": text for name, text in outputs.items()})
+    keep = r.pop("keep", None)
+    for rep in report.values():  # the bootstrap draws: for the table's intervals, not for glue.json
+        del rep["draws"]
+    outputs.update({f"predictions/{this}/{name.removeprefix('predictions/')}": text for name, text in outputs.items()})
     outputs[f"{this}.md"] = outputs["glue.md"] = md
     outputs[f"{this}.json"] = outputs["glue.json"] = json.dumps({
         "checkpoint": os.path.abspath(args.ckpt), "random_init": inits[0], "recipe": args.recipe, "total_s": total_s,
