@@ -26,7 +26,7 @@ import torch
 from classifier import decide, encode, load_classifier, predict  # the fine-tuned model, and the kept folder
 from cram import CramError, pick_device
 from hardware import safe_console
-from tasks import Split, Task, compute_metrics, read_split, read_table
+from tasks import INTERVAL_WORDS, Split, Task, compute_metrics, intervals, one_row, read_split, read_table
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -100,9 +100,12 @@ def score(task, info, rows, preds, path):
             print(f"no metric: the label {truth[i]!r} in {path} (column {task.columns[2]!r}) is not one the classifier "
                   f"knows: {list(task.labels) if task.labels else 'a number'}")
             return
-    scores = compute_metrics(task, preds[known], np.array(labels))
-    print(f"{task.name}: " + ", ".join(f"{k} {v:.2f}" for k, v in scores.items()) + f" on the {len(known)} labelled "
-          f"rows of {path} (fine-tuning's dev set: " + ", ".join(f"{k} {v:.2f}" for k, v in info["dev"].items()) + ")")
+    labels = np.array(labels)
+    scores, spread = compute_metrics(task, preds[known], labels), intervals(task, preds[known], labels)[0]
+    print(f"{task.name}: " + ", ".join(f"{k} {v:.2f} [{spread[k][0]:.1f}, {spread[k][1]:.1f}]" for k, v in
+                                       scores.items()) + f" on the {len(known)} labelled rows of {path} (fine-tuning's "
+          "dev set: " + ", ".join(f"{k} {v:.2f}" for k, v in info["dev"].items()) + f")\n[low, high]: the {INTERVAL_WORDS}"
+          + f"\n{one_row(task, preds[known], labels) or ''}".rstrip())  # a small set: what one row is worth
 
 
 def texts_split(texts, pair):

@@ -10,13 +10,19 @@ One recipe for all tasks, named by the checkpoint's preset (PAPER, TINY below; f
 fresh head, cross-entropy (a regression such as STS-B: MSE), AdamW, warm-up then cosine decay, mixed precision on
 CUDA (hardware.py); dev metrics after the last epoch, median over seeds, beside those of no model at all (the
 majority class, or the training mean). What a task is (its columns, labels, metrics) and how its files are read:
-tasks.py; the model (the encoder and a fresh head) and the kept classifier: classifier.py. Outputs in --out (default: the checkpoint's folder): glue.md (the table), glue.json (every number, per
-seed, settings, wall times), predictions/<set>[.random_init].tsv (index, prediction, label; median seed's).
+tasks.py; the model (the encoder and a fresh head) and the kept classifier: classifier.py.
+Each dev number carries its 95% interval over the dev rows (tasks.intervals), a small dev set says what one row is
+worth, and --vs_random's difference says when it is within the noise. Outputs in --out (default: the checkpoint's
+folder), each run's kept in its own files, glue-<tasks>-<time>.md and .json and predictions/glue-<tasks>-<time>/:
+glue.md (the table), glue.json (every number, per seed, settings, wall times) and predictions/<set>[.random_init].tsv
+(index, prediction, label; the median seed's), always the latest run's.
 """
 import argparse
+import itertools
 import json
 import math
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -31,7 +37,8 @@ from cram import CramError, CrammedBERT, pick_device
 from hardware import amp_dtype, autocast, run_info, safe_console
 from official import load_pretrained  # a cram.py checkpoint or the paper's released folder
 from prepare import load_tokenizer
-from tasks import GLUE, baseline, compute_metrics, file_task, glue_task, load_task
+from tasks import (GLUE, INTERVAL_WORDS, baseline, compute_metrics, file_task, glue_task, interval, intervals,
+                   load_task, one_row)
 
 # Recipes, named by the checkpoint's preset; every value is also a flag, which wins. The paper's "GLUE-sane" set:
 PAPER = dict(lr=4e-5, beta1=0.9, beta2=0.98, adam_eps=1e-6, weight_decay=0.0, batch_size=16, epochs=5,  # AdamW
@@ -45,6 +52,8 @@ PAPER = dict(lr=4e-5, beta1=0.9, beta2=0.98, adam_eps=1e-6, weight_decay=0.0, ba
 # needs a 25x hotter lr, 10 epochs (CoLA 16 instead of 12), and a head on each sentence's mean (STS-B 73, not 23).
 TINY = {**PAPER, "lr": 1e-3, "batch_size": 32, "epochs": 10, "pool": "mean", "seeds": 3, "max_train": 8000}
 RECIPES = {"paper": PAPER, "tiny": TINY}
+INTERVALS = (f"{INTERVAL_WORDS}, on the median seed's predictions (predictions/); avg's and the difference's "
+             "by the bootstrap too, the difference's paired (the same resampled rows score both models)")
 # what a flag's value must be (one-line errors, not a crash or a quietly different run): (flags, test, in words)
 RULES = [("seeds epochs batch_size eval_batch_size head_hidden", lambda x: x >= 1, ">= 1"),
          ("max_train adam_eps weight_decay", lambda x: x >= 0, ">= 0"), ("warmup", lambda x: 0 <= x <= 1, "in [0, 1]"),
@@ -73,7 +82,8 @@ def finetune(model, ids, labels, args, seed, device, desc):
     targets = torch.tensor(labels.tolist()).to(device)  # once; STS-B's scores in float32: MPS has no float64
     scaler = torch.amp.GradScaler(device.type, enabled=(dtype := amp_dtype(device)) == torch.float16)  # as cram.py
     model.train()
-    for step, batch in enumerate(tqdm(batches, desc=desc, unit="step", leave=False, dynamic_ncols=True)):
+    bar = tqdm(batches, desc=desc, unit="step", leave=False, dynamic_ncols=True, disable=not sys.stderr.isatty())
+    for step, batch in enumerate(bar):  # a bar on a terminal only: in a redirected log it would fill every line
         optimizer.param_groups[0]["lr"] = lr_at(step, len(batches), args.lr, args.warmup)  # one group: all weights
         with autocast(device, dtype):  # as in pretraining: bf16 from Ampere on, fp16 before it, else fp32
             out = model(*collate([ids[i] for i in batch], args.pad_id, device)).float()     # (B, n_out)
@@ -113,13 +123,18 @@ def run_task(task, train, devs, weights, cfg, tok, args, device, outputs, report
         median = {k: float(np.median([r[k] for r in runs])) for k in runs[0]}
         pick = int(np.argsort([r[main] for r in runs], kind="stable")[(len(runs) - 1) // 2])  # the (lower) median
         trivial = compute_metrics(task, baseline(task, train.labels, len(dev.labels)), dev.labels)
+        spread, draws = intervals(task, preds[pick][name], dev.labels)  # on the median seed's predictions
+        report["draws"][name] = draws[main]  # for avg's interval, and the difference's (markdown)
+        small = one_row(task, preds[pick][name], dev.labels)  # how far one dev row moves the score
         report["table"][name], report["baseline"][name] = median[main], trivial[main]
         report["results"][name] = {"main": main, "median": median, "per_seed": runs, "predictions_seed": pick,
-                                   "baseline": trivial}
+                                   "baseline": trivial, "interval": spread, "one_row": small}
         outputs[f"predictions/{name}{'.random_init' * random_init}.tsv"] = "index\tprediction\tlabel\n" + "".join(
             f"{i}\t{name_of(p)}\t{name_of(y)}\n" for i, (p, y) in enumerate(zip(preds[pick][name], dev.labels)))
-        print(f"{name}{' (random init)' * random_init}: " + ", ".join(f"{k} {v:.2f}" for k, v in median.items()) +
-              f" (median of {args.seeds} seeds; {len(train_ids)} train rows, {sum(info['train_s']):.0f} s training)"
+        print(f"{name}{' (random init)' * random_init}: " + ", ".join(
+            f"{k} {v:.2f} [{spread[k][0]:.1f}, {spread[k][1]:.1f}]" for k, v in median.items()) +
+              f" (median of {count(args.seeds, 'seed')}, the 95% interval on seed {pick}'s predictions; "
+              f"{len(train_ids)} train rows, {sum(info['train_s']):.0f} s training)"
               f"; no model ({'the training mean' if task.labels is None else 'the majority class'}): " +
               ", ".join(f"{k} {v:.2f}" for k, v in trivial.items()))
         if models and n == 0:  # a saved classifier: the median seed of the first evaluation set
@@ -134,23 +149,47 @@ def average(table):
     return sum(table.values()) / len(table)
 
 
-def markdown(tables, trivial, titles, seeds, recipe):
-    """The table: a row per model ({name: {eval set: main metric}}), their difference when there are two, and no
-    model at all (the majority class, or the training mean: trivial) for scale. titles: eval set -> column title."""
-    rows, cols = dict(tables), list(titles)
-    if len(rows) == 2:
-        (_, a), (_, b) = rows.items()
-        rows["difference"] = {c: a[c] - b[c] for c in cols}
-    rows["no model (majority class / training mean)"] = trivial
+def count(n, word):
+    return f"{n} {word}{'s' * (n != 1)}"
+
+
+def difference(a, b):
+    """Per evaluation set and for avg, a minus b (two models' reports) and the 95% interval of a paired bootstrap: the
+    same resampled dev rows score both models (tasks.bootstrap's fixed seed). Within the noise: the interval holds 0."""
+    diffs = {c: (a["table"][c] - b["table"][c], a["draws"][c] - b["draws"][c]) for c in a["table"]}
+    diffs["avg"] = (average(a["table"]) - average(b["table"]), np.mean([d for _, d in diffs.values()], axis=0))
+    return {c: dict(value=v, interval=(iv := interval(d)), within_noise=iv[0] <= 0 <= iv[1]) for c, (v, d) in
+            diffs.items()}
+
+
+def markdown(reports, trivial, titles, seeds, recipe, notes):
+    """The table: a row per model ({name: report}: its "table" {eval set: main metric}, "results", "draws"), each
+    number with its 95% interval over the dev rows; their difference when there are two, and no model at all (the
+    majority class, or the training mean: trivial) for scale. titles: eval set -> column title; notes: lines below."""
+    cols, rows = list(titles), {}
+    cell = lambda v, iv, f=".1f": f"{v:{f}} [{iv[0]:{f}}, {iv[1]:{f}}]"  # noqa: E731
+    for name, r in reports.items():  # avg's interval: the mean of the sets' bootstrap draws (one set: its own)
+        spread = [r["results"][c]["interval"][r["results"][c]["main"]] for c in cols]
+        avg_iv = spread[0] if len(cols) == 1 else interval(np.mean([r["draws"][c] for c in cols], axis=0))
+        rows[name] = [cell(r["table"][c], iv) for c, iv in zip(cols, spread)] + [cell(average(r["table"]), avg_iv)]
+    if len(reports) == 2:
+        rows["difference"] = [cell(d["value"], d["interval"], "+.1f") + " within the noise" * d["within_noise"]
+                              for d in difference(*reports.values()).values()]
+    no_model = [f"{trivial[c]:.1f}" for c in cols] + [f"{average(trivial):.1f}"]  # no interval: no model to score
+    rows["no model (majority class / training mean)"] = no_model
     lines = [f"| model | {' | '.join(titles[c] for c in cols)} | avg |", "|---|" + "---:|" * (len(cols) + 1)]
-    for name, t in rows.items():
-        fmt = "+.1f" if name == "difference" else ".1f"  # a difference shows its sign
-        lines.append(f"| {name} | {' | '.join(format(t[c], fmt) for c in cols)} | {average(t):{fmt}} |")
+    lines += [f"| {name} | {' | '.join(cells)} |" for name, cells in rows.items()]
     glue = [s for name in GLUE for s in glue_task(name, "").evals]
-    avg = ("of all 9 numbers, as in the paper." if cols == glue else f"over the {len(cols)} number(s) of the tasks "
-           "run" + (": a subset, not comparable with the paper's 9-number average." if set(cols) <= set(glue) else "."))
-    return "\n".join(lines + ["", f"Dev sets, median of {seeds} fine-tuning seed(s) per task, the {recipe} recipe; avg "
-                              f"is the plain mean {avg}"]) + "\n"
+    avg = ("of all 9 numbers, as in the paper." if cols == glue else f"over the {count(len(cols), 'number')} of the "
+           "tasks run" + (": a subset, not comparable with the paper's 9-number average." if set(cols) <= set(glue)
+                          else "."))
+    first = next(iter(reports.values()))["results"]
+    small = [f"{titles[c]}: {first[c]['one_row']}." for c in cols if first[c]["one_row"]]  # a small dev set
+    return "\n".join(lines + [
+        "", f"Dev sets, median of {count(seeds, 'fine-tuning seed')} per task, the {recipe} recipe; avg is the plain "
+        f"mean {avg}", f"[low, high]: the {INTERVALS}; the seeds' own spread is not in it." + (
+            ' "within the noise": the difference\'s interval holds 0, so these dev rows cannot tell the two models '
+            'apart.' if len(reports) == 2 else ""), *small, *notes]) + "\n"
 
 
 def parse_args(argv=None):
@@ -223,27 +262,42 @@ def run(args):
         print(f"task {task.name}: {kind}, text {[c for c in task.columns[:2] if c is not None]}, label "
               f"{task.columns[2]!r}, {len(train.a)} train rows{counts}")
     inits = [False, True] if args.vs_random else [args.random_init]  # random init: the no-pretraining baseline
-    report, outputs = {init: {"table": {}, "baseline": {}, "results": {}, "tasks": {}} for init in inits}, {}
+    report = {init: {"table": {}, "baseline": {}, "results": {}, "tasks": {}, "draws": {}} for init in inits}
+    outputs = {}
     for task, train, devs in data.values():
         for init in inits:  # the same data, seeds and recipe
             run_task(task, train, devs, None if init else pretrained.state_dict(), cfg, tok, args, device, outputs,
                      report[init], keep=bool(args.save_model) and init == inits[0])
     r, total_s = report[inits[0]], time.time() - t_start  # r: the first row's (pretrained unless --random_init)
     titles = {s: f"{title} {task.metrics[0]}" for task, _, _ in data.values() for s, (title, _) in task.evals.items()}
-    md = markdown({args.ckpt + " (random init)" * i: rep["table"] for i, rep in report.items()}, r["baseline"], titles,
-                  args.seeds, args.recipe)
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(t_start))  # this run's own files: an earlier run's stay
+    base = "glue-" + re.sub(r"[^\w,.-]+", "_", ",".join(data))[:60] + f"-{stamp}"
+    this = next(name for name in itertools.chain([base], (f"{base}-{k}" for k in itertools.count(2)))
+                if not (out_dir / f"{name}.json").exists() and not (out_dir / "predictions" / name).exists())
+    md = markdown({args.ckpt + " (random init)" * i: rep for i, rep in report.items()}, r["baseline"], titles,
+                  args.seeds, args.recipe, [f"This run's own copy: {this}.md and .json, predictions/{this}/; glue.md "
+                                            "and glue.json are always the latest run's."])
+    compared = difference(report[False], report[True]) if args.vs_random else None
     keep = r.pop("keep", None)
-    outputs["glue.md"], outputs["glue.json"] = md, json.dumps({
+    for rep in report.values():  # the bootstrap draws: for the table's intervals, not for glue.json
+        del rep["draws"]
+    outputs.update({f"predictions/{this}/{name.removeprefix('predictions/')}": text for name, text in outputs.items()})
+    outputs[f"{this}.md"] = outputs["glue.md"] = md
+    outputs[f"{this}.json"] = outputs["glue.json"] = json.dumps({
         "checkpoint": os.path.abspath(args.ckpt), "random_init": inits[0], "recipe": args.recipe, "total_s": total_s,
-        "settings": vars(args), "run": info, **r, "average": average(r["table"]), "average_over": list(r["table"]),
-        **({f"random_init_{k}": v for k, v in report[True].items()} if args.vs_random else {})}, indent=1)
+        "settings": vars(args), "run": info, "this_run": this, "intervals": INTERVALS, **r,
+        "average": average(r["table"]), "average_over": list(r["table"]),
+        **({f"random_init_{k}": v for k, v in report[True].items()} if args.vs_random else {}),
+        **({"difference": compared} if compared else {})}, indent=1)
     if keep:
         task, train, _ = next(iter(data.values()))
         save_classifier(args.save_model, task, keep, cfg, tok, args)
     for name, text in outputs.items():  # only now, all at once, glue.json last: a failed run leaves the earlier ones
+        (out_dir / name).parent.mkdir(parents=True, exist_ok=True)
         (out_dir / f"{name}.tmp").write_text(text, encoding="utf-8")  # then rename: never a half-written file
         os.replace(out_dir / f"{name}.tmp", out_dir / name)
-    print("\n" + md + f"\nwrote {out_dir}/glue.md, glue.json and predictions/" +
+    print("\n" + md + f"\nwrote {out_dir}/{this}.md, .json and predictions/{this}/ (this run's, kept), and glue.md, "
+          "glue.json and predictions/*.tsv (the latest run's: an earlier run's stay in its own glue-*.md)" +
           (f", the classifier to {args.save_model} (classify.py)" if keep else "") +
           f"; total wall time {total_s / 60:.1f} min")
     return r["table"]

@@ -8,13 +8,15 @@
 --x picks the axis: budget (% used, the default), seconds (of budget), tokens (seen) or flops (training FLOPs:
 tokens x the model's FLOPs per token, which cram.py logs): the last two compare models of different sizes.
 
-Reads <run>/metrics.jsonl (one JSON object per optimizer step, plus one per evaluation). matplotlib is an optional
-extra (`pip install matplotlib`), imported only here: cram.py itself never needs it.
+Reads <run>/metrics.jsonl (one JSON object per optimizer step, plus one per evaluation) and the unigram baseline
+from <run>/log.txt, dashed on the loss panel (the loss of guessing each token by its frequency). matplotlib is an
+optional extra (`pip install matplotlib`), imported only here: cram.py itself never needs it.
 --model draws cram.CrammedBERT instead: the whole encoder and one block, every shape read off a real forward pass.
 """
 import argparse
 import json
 import os
+import re
 import sys
 
 from hardware import safe_console
@@ -46,6 +48,17 @@ def read_metrics(run_dir, x="budget"):
     if not steps:
         raise SystemExit(f"plot.py: error: {path} holds no training steps yet: let the run take a step first")
     return steps, evals
+
+
+def unigram_baseline(run_dir):
+    """The unigram baseline of a run (nats): the loss of guessing every token by its frequency alone, which cram.py's
+    log measures everything against (its "data:" line in log.txt, the last one if resumed); None if not found."""
+    try:
+        with open(os.path.join(run_dir, "log.txt"), encoding="utf-8", errors="replace") as f:
+            found = re.findall(r"^data: .*\| unigram baseline ([0-9.]+) nats$", f.read(), flags=re.MULTILINE)
+    except OSError:  # no log.txt: a run copied without it still plots
+        return None
+    return float(found[-1]) if found else None
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -145,7 +158,7 @@ def draw_model(plt, preset):
     plus(blk, x, 6.6)
     box(blk, x, 5.7, "LayerNorm", "norm")
     box(blk, x, 4.7, f"up: Linear {C} -> {F}", "ffn", shape=s["up"])
-    box(blk, x, 3.65, f"split in halves x, gate: GELU(gate) * x", "ffn", w=5.0, shape=f"(B, 128, {F // 2})")
+    box(blk, x, 3.65, "split in halves x, gate: GELU(gate) * x", "ffn", w=5.0, shape=f"(B, 128, {F // 2})")
     box(blk, x, 2.6, f"down: Linear {F // 2} -> {C}", "ffn", shape=s["down"])
     plus(blk, x, 1.75)
     box(blk, x, 0.95, f"to the next block  {s['block']}", "io")
@@ -215,6 +228,8 @@ def main(argv=None):
                      label=f"{name}: validation" + " (train faint)" * (not compare))
         if evals and "val_loss_mask" in evals[0] and not compare:  # written by cram.py since 2026-11-23
             ax_loss.plot(at, [e["val_loss_mask"] for e in evals], "s--", color=color, label=f"{name}: [MASK] slots")
+        if (unigram := unigram_baseline(run)) is not None:  # the bar to get under: where pretraining starts from
+            ax_loss.axhline(unigram, color=color, ls="--", lw=1, label=f"{name}: unigram baseline {unigram:.2f}")
         ax_lr.plot(budget, [s["lr"] for s in steps], color=color)
         ax_batch.plot(budget, [s["batch"] for s in steps], color=color)
     ax_loss.set_ylabel("MLM loss (nats)")

@@ -235,20 +235,83 @@ def load_task(task, args):
 # Metrics: the task's, and those of no model at all.
 
 METRICS = ("acc", "mcc", "f1", "macro_f1", "pearson", "spearman", "rmse")  # what a task's metrics may name
+SMALL = 200  # a dev set under this many rows says how far one row moves its score (one_row)
+RESAMPLES = 1000  # bootstrap resamples of the dev rows behind each interval (seed 0: the same every run)
+INTERVAL_WORDS = (f"95% interval over the rows: accuracy's is Wilson's binomial interval, the other metrics' a "
+                  f"percentile bootstrap ({RESAMPLES} resamples of the rows, seed 0)")
 
 
 def compute_metrics(task, preds, labels):
-    """The task's metrics on one evaluation set, times 100 (RMSE in the labels' units)."""
-    from scipy.stats import pearsonr, spearmanr  # imported here: they add 2 s to every start, even a failing one
-    from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
-    flat = np.ptp(preds) == 0 or np.ptp(labels) == 0  # a correlation is undefined for constants: count it as none
-    metric = {"acc": lambda: accuracy_score(labels, preds), "mcc": lambda: matthews_corrcoef(labels, preds),
-              "f1": lambda: f1_score(labels, preds, zero_division=0.0),  # of class 1, GLUE's (MRPC, QQP)
-              "macro_f1": lambda: f1_score(labels, preds, average="macro", zero_division=0.0),
-              "pearson": lambda: 0.0 if flat else pearsonr(preds, labels)[0],
-              "spearman": lambda: 0.0 if flat else spearmanr(preds, labels)[0],
-              "rmse": lambda: np.sqrt(np.mean((preds - labels) ** 2)) / 100}
-    return {name: 100 * float(metric[name]()) for name in task.metrics}
+    """The task's metrics on one evaluation set, times 100 (RMSE in the labels' units). preds and labels are (N,), or
+    (B, N): B resamples of the set scored at once (bootstrap), each metric then an array of B. A classification's
+    metrics all come from its confusion counts, by GLUE's definitions (scikit-learn's numbers: tests/test_glue.py)."""
+    preds, labels = np.asarray(preds), np.asarray(labels)
+    p, y = np.atleast_2d(preds), np.atleast_2d(labels)                                  # (B, N)
+    if task.labels is not None:
+        k, b = len(task.labels), len(p)
+        cells = (np.arange(b)[:, None] * k + y.astype(int)) * k + p.astype(int)         # (resample, true, predicted)
+        c = np.bincount(cells.ravel(), minlength=b * k * k).reshape(b, k, k).astype(float)  # (B, K, K) counts
+        right, n, true, said = np.trace(c, axis1=1, axis2=2), c.sum((1, 2)), c.sum(2), c.sum(1)  # (B,) (B,) (B, K)
+        f1 = 2 * np.diagonal(c, axis1=1, axis2=2) / np.maximum(true + said, 1)          # per class; 0 if it is absent
+        # Matthews' correlation for K classes (Gorodkin 2004); 0 when either side names one class only
+        cov_ts, cov_ss, cov_tt = right * n - (true * said).sum(1), n * n - (said ** 2).sum(1), n * n - (true ** 2).sum(1)
+        metric = {"acc": lambda: right / n, "f1": lambda: f1[:, 1],                    # f1: of class 1 (MRPC, QQP)
+                  "macro_f1": lambda: f1.sum(1) / ((true + said) > 0).sum(1),           # over the classes that occur
+                  "mcc": lambda: cov_ts / np.sqrt(np.where(cov_ss * cov_tt > 0, cov_ss * cov_tt, np.inf))}
+    else:
+        from scipy.stats import rankdata  # imported here: scipy adds a second to every start, even a failing one
+
+        def pearson(u, v):  # a correlation is undefined for constants: count it as none
+            u, v = u - u.mean(1, keepdims=True), v - v.mean(1, keepdims=True)
+            flat = (np.ptp(u, 1) == 0) | (np.ptp(v, 1) == 0)
+            return np.where(flat, 0.0, (u * v).sum(1) / np.sqrt(np.where(flat, 1, (u * u).sum(1) * (v * v).sum(1))))
+        metric = {"pearson": lambda: pearson(p, y), "rmse": lambda: np.sqrt(np.mean((p - y) ** 2, axis=1)) / 100,
+                  "spearman": lambda: pearson(rankdata(p, axis=1), rankdata(y, axis=1))}  # ties: average ranks
+    scores = {name: 100 * metric[name]() for name in task.metrics}
+    return scores if preds.ndim > 1 else {name: float(v[0]) for name, v in scores.items()}
+
+
+def bootstrap(task, preds, labels, resamples=RESAMPLES, seed=0):
+    """The task's metrics on resamples of the evaluation set (rows drawn with replacement): {metric: (resamples,)}.
+    The fixed seed draws the same rows for every model scored on a set of this size, so two models' draws pair up."""
+    preds, labels = np.asarray(preds), np.asarray(labels)
+    rows = np.random.default_rng(seed).integers(0, len(labels), size=(resamples, len(labels)))   # (B, N)
+    parts = [compute_metrics(task, preds[r], labels[r]) for r in np.array_split(rows, -(-rows.size // 2**22))]
+    return {name: np.concatenate([part[name] for part in parts]) for name in task.metrics}  # in chunks: QQP's 40k
+
+
+def interval(draws):
+    """The 95% percentile interval of bootstrap draws: (low, high)."""
+    low, high = np.percentile(draws, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def wilson(right, n, z=1.96):
+    """Wilson's 95% score interval of an accuracy of right out of n, in percent: unlike the bootstrap, and the normal
+    approximation p +- z sqrt(p (1 - p) / n), it keeps a width at 0 and at n out of n (10 of 10: 72.2 to 100)."""
+    p, half = right / n, z * math.sqrt(right * (n - right) / n + z * z / 4) / n
+    centre, scale = p + z * z / (2 * n), 1 + z * z / n
+    return 100 * (centre - half) / scale, 100 * (centre + half) / scale
+
+
+def intervals(task, preds, labels):
+    """The 95% interval of each metric over the evaluation rows, {metric: (low, high)}, and the bootstrap's draws:
+    accuracy's is Wilson's, the others' the percentile bootstrap's."""
+    draws, right = bootstrap(task, preds, labels), int(np.sum(np.asarray(preds) == np.asarray(labels)))
+    return {m: wilson(right, len(labels)) if m == "acc" else interval(draws[m]) for m in task.metrics}, draws
+
+
+def one_row(task, preds, labels):
+    """How far one evaluation row moves the score, in words: a classification's accuracy moves 100 / N points per row;
+    a regression's first metric, the most that leaving out one row moves it. None from SMALL rows on: little."""
+    n, main = len(labels), task.metrics[0]
+    if n >= SMALL:
+        return None
+    if task.labels is not None:
+        return f"one dev row is worth {100 / n:.1f} points of accuracy here ({n} rows)"
+    rest = np.array([np.delete(np.arange(n), i) for i in range(n)])                       # (N, N - 1)
+    moved = np.abs(compute_metrics(task, preds[rest], labels[rest])[main] - compute_metrics(task, preds, labels)[main])
+    return f"leaving out one dev row moves {main} by up to {moved.max():.1f} points here ({n} rows)"
 
 
 def baseline(task, train_labels, n):

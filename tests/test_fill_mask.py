@@ -66,7 +66,7 @@ def test_each_mask_gets_its_own_list_and_each_sentence_its_own_block(ckpt, capsy
     results = fill_mask.main([str(ckpt), "the [MASK] of france is [MASK] .", "a dog [MASK] .", "--top_k", "3"])
     assert [len(r) for r in results] == [2, 1] and all(len(preds) == 3 for r in results for preds in r)
     assert results[0][0][0][0] == "capital" and results[0][1][0][0] == "paris"
-    out = capsys.readouterr().out.splitlines()
+    out = capsys.readouterr().out.splitlines()[1:]  # after the line on how far the model was trained
     assert out[0] == "the [MASK] of france is [MASK] ." and out[1].startswith("  as the model sees it: the [MASK]")
     assert out[2].startswith("  [MASK] 1: capital 0.") and out[3].startswith("  [MASK] 2: paris 0.")
     assert out[4] == "a dog [MASK] ." and out[6].startswith("  [MASK] 1: ") and len(out) == 7
@@ -157,6 +157,30 @@ def test_the_command_line_prints_predictions_and_exits_non_zero_on_bad_input(ckp
         return subprocess.run([sys.executable, str(ROOT / "fill_mask.py"), str(ckpt), *args], cwd=ROOT,
                               capture_output=True, text=True, timeout=120)
     good, bad = run("the capital of france is [MASK] .", "--top_k", "2"), run("no mask")
-    assert good.returncode == 0 and good.stdout.splitlines()[2].startswith("  [MASK] 1: paris "), good.stderr
+    assert good.returncode == 0 and good.stdout.splitlines()[3].startswith("  [MASK] 1: paris "), good.stderr
     assert bad.returncode != 0 and "Traceback" not in bad.stderr
     assert bad.stderr.strip().splitlines()[-1].startswith("fill_mask.py: error: no [MASK]")
+
+
+def test_it_says_how_far_the_checkpoint_was_trained_step_budget_and_validation_loss(ckpt, capsys):
+    fill_mask.main([str(ckpt), "a dog [MASK] ."])
+    state = torch.load(ckpt, map_location="cpu", weights_only=False)
+    first, loss, unigram = capsys.readouterr().out.splitlines()[0], state["val_loss"], state["unigram_baseline"]
+    assert state["step"] == 150 and first == (
+        f"model: {ckpt}, trained 150 steps (100% of --max_steps 150), validation loss {loss:.3f} nats, "
+        f"{unigram - loss:.3f} under the unigram baseline {unigram:.3f}")
+    state.update(step=40, val_loss=float("nan"), train_time=90.0, config={**state["config"], "max_steps": 0,
+                                                                         "budget_hours": 0.05})  # 3 minutes
+    early = ckpt.parent / "early.pt"
+    torch.save(state, early)
+    fill_mask.main([str(early), "a dog [MASK] ."])
+    assert capsys.readouterr().out.splitlines()[0] == (
+        f"model: {early}, trained 40 steps (50% of its 3-minute budget), validation loss not measured yet")
+    assert fill_mask.how_trained("crammed-bert", {"folder": "models/crammed-bert"}).startswith(
+        "model: models/crammed-bert, a folder in the paper's release format, which keeps no training record")
+
+
+def test_the_real_run_s_log_gives_plot_its_unigram_baseline(ckpt):
+    import plot
+    assert plot.unigram_baseline(ckpt.parent) == pytest.approx(torch.load(ckpt, weights_only=False)["unigram_baseline"],
+                                                              abs=1e-4)

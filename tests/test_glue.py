@@ -169,7 +169,7 @@ def test_vs_random_reports_pretrained_random_init_and_their_difference(ckpt, glu
     assert set(report["random_init_results"]) == set(report["random_init_tasks"]) == {"rte", "stsb"}
     cells = [line.strip("|").split("|") for line in (tmp_path / "glue.md").read_text().splitlines()
              if line.startswith("| ") and not line.startswith("| model")]
-    rows = {c[0].strip(): [float(x) for x in c[1:]] for c in cells}
+    rows = {c[0].strip(): [float(x.split("[")[0]) for x in c[1:]] for c in cells}  # the number before its interval
     assert list(rows) == [str(ckpt), f"{ckpt} (random init)", "difference", "no model (majority class / training mean)"]
     for name, table in [(str(ckpt), pre), (f"{ckpt} (random init)", rnd)]:
         assert rows[name] == pytest.approx([*table.values(), fg.average(table)], abs=0.05)
@@ -183,8 +183,10 @@ def test_a_failed_or_interrupted_run_keeps_the_earlier_table_and_predictions(ckp
     out = tmp_path / "out"
     args = [str(ckpt), "--tasks", "rte,sst2", "--epochs", "1", "--seeds", "1", "--device", "cpu", "--out", str(out)]
     fg.main(args + ["--glue_dir", str(glue)])  # the earlier run
-    before = {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
-    assert {"glue.md", "glue.json", "predictions/rte.tsv", "predictions/sst2.tsv"} == set(before)
+    before = {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    this = json.loads(before["glue.json"])["this_run"]
+    assert set(before) == {"glue.md", "glue.json", "predictions/rte.tsv", "predictions/sst2.tsv", f"{this}.md",
+                           f"{this}.json", f"predictions/{this}/rte.tsv", f"predictions/{this}/sst2.tsv"}
 
     broken = tmp_path / "broken"  # the second task's dev set is damaged: the run stops before any fine-tuning
     shutil.copytree(glue, broken)
@@ -194,7 +196,7 @@ def test_a_failed_or_interrupted_run_keeps_the_earlier_table_and_predictions(ckp
     later = args + ["--lr", "1e-3"]  # another run: had it written anything, its predictions would differ
     with pytest.raises(SystemExit, match="finetune_glue.py: error: .*SST-2/dev.tsv"):
         fg.main(later + ["--glue_dir", str(broken)])
-    assert {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()} == before
+    assert {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()} == before
 
     calls = []  # Ctrl-C while the second task fine-tunes, the first one done
 
@@ -207,7 +209,7 @@ def test_a_failed_or_interrupted_run_keeps_the_earlier_table_and_predictions(ckp
     with pytest.raises(SystemExit, match="error: interrupted: the earlier glue.md, glue.json and predictions/ stay"):
         fg.main(later + ["--glue_dir", str(glue)])
     assert len(calls) == 2
-    assert {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()} == before
+    assert {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()} == before
 
 
 # ---------------------------------------------------------------------------------------------- parsing
@@ -390,10 +392,19 @@ def test_average_is_the_plain_mean_of_the_nine_numbers():
               for s, (title, _) in t.evals.items()}
     table = dict(zip(titles, [40.0, 90.0, 85.0, 80.0, 85.0, 80.0, 81.0, 88.0, 55.0]))
     assert fg.average(table) == pytest.approx(684 / 9)
-    md = fg.markdown({"ckpt.pt": table}, dict.fromkeys(table, 50.0), titles, 5, "paper")
-    assert "| 76.0 |" in md and "all 9 numbers" in md and "MNLI-mm acc" in md and "| no model" in md
+    md = fg.markdown({"ckpt.pt": reported(table)}, dict.fromkeys(table, 50.0), titles, 5, "paper", [])
+    assert "| 76.0 [76.0, 76.0] |" in md and "all 9 numbers" in md and "MNLI-mm acc" in md and "| no model" in md
     two = {"rte": titles["rte"], "cola": titles["cola"]}
-    assert "subset" in fg.markdown({"ckpt.pt": {"rte": 55.0, "cola": 40.0}}, {"rte": 50.0, "cola": 0.0}, two, 5, "x")
+    assert "subset" in fg.markdown({"ckpt.pt": reported({"rte": 55.0, "cola": 40.0})}, {"rte": 50.0, "cola": 0.0}, two,
+                                   5, "x", [])
+
+
+def reported(table):
+    """A model's report as run_task fills it for markdown: each number with an interval of +-5 and its bootstrap
+    draws (all equal here, so avg's interval is the average itself)."""
+    return {"table": table, "draws": {c: np.full(10, v) for c, v in table.items()},
+            "results": {c: {"main": "acc", "interval": {"acc": (v - 5, v + 5)}, "one_row": None}
+                        for c, v in table.items()}}
 
 
 # ---------------------------------------------------------------------------------------------- bad input

@@ -71,6 +71,24 @@ def test_plot_puts_runs_of_different_sizes_on_one_axis_of_compute(x, tmp_path):
     assert drawn["scale"] == ("linear" if x == "seconds" else "log") and x[:4] in drawn["label"].lower()
 
 
+def test_plot_draws_the_unigram_baseline_from_the_log_dashed_and_a_run_without_a_log_still_plots(tmp_path):
+    figure = pytest.importorskip("matplotlib.figure")
+    a, b = write_metrics(tmp_path / "a"), write_metrics(tmp_path / "b")
+    (a / "log.txt").write_text("config: {}\ndata: data/wiki8k | {'train': 10, 'val': 2} sequences of 128 | vocab 8192 | "
+                               "unigram baseline 7.1234 nats\nstep 1 | loss 9.0\n", encoding="utf-8")
+    drawn = []
+    real = figure.Figure.savefig
+    def keep(fig, *args, **kw):  # the loss panel's lines, read off the figure before it is written
+        drawn.append({line.get_label(): line for line in fig.axes[0].lines})
+        return real(fig, *args, **kw)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(figure.Figure, "savefig", keep)
+        plot.main([str(a), str(b), "--png", str(tmp_path / "both.png")])
+    baseline = drawn[0]["a: unigram baseline 7.12"]
+    assert list(baseline.get_ydata()) == [7.1234, 7.1234] and baseline.get_linestyle() == "--"
+    assert not any("b: unigram" in label for label in drawn[0]) and (tmp_path / "both.png").is_file()
+
+
 def test_plot_says_in_one_line_that_an_older_run_lacks_the_compute_axis(tmp_path):
     old = write_metrics(tmp_path / "old", mask_column=False)  # written before tokens and flops were logged
     with pytest.raises(SystemExit, match="has no number 'tokens' .*--x budget") as e:
