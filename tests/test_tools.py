@@ -124,8 +124,8 @@ def bash_blocks():
 
 
 def commands(block):
-    """Command lines of a bash block, comments removed."""
-    lines = (line.split(" #")[0].strip() for line in block.splitlines())
+    """Command lines of a bash block, lines continued with a backslash joined, comments removed."""
+    lines = (line.split(" #")[0].strip() for line in block.replace("\\\n", " ").splitlines())
     return [line for line in lines if line and not line.startswith("#")]
 
 
