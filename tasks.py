@@ -216,7 +216,8 @@ def read_hub(task, split, limit=0):
         raise CramError(f"cannot load {HUB_NAME} {task.name} {split} from the hub ({type(e).__name__}): pass "
                         "--glue_dir DIR with the GLUE TSVs") from None
     ds = (ds.select(range(min(limit, len(ds)))) if limit else ds).filter(lambda y: y != -1, input_columns="label")
-    return Split(*(ds[col] if col else None for col in task.hub), np.array(ds["label"]), None)
+    # list(): datasets >= 4 gives a column as a lazy Column, which encode cannot add to a list
+    return Split(*(list(ds[col]) if col else None for col in task.hub), np.array(list(ds["label"])), None)
 
 
 def load_task(task, args):
