@@ -292,6 +292,20 @@ def test_classify_refuses_empty_text_a_pair_without_sep_and_overwriting_its_inpu
     assert "not a saved classifier" in one_line([tmp, "text"], "classify.py")
 
 
+def test_classify_never_replaces_an_existing_file_without_overwrite_the_default_name_too(kept, tmp_path, capsys):
+    tmp, _, dev, _ = kept
+    source = write(tmp_path / "dev.csv", [r for _, r in tasks.read_table(dev)[1]])
+    notes, default = tmp_path / "notes.csv", tmp_path / "dev.predicted.csv"
+    for target in (notes, default):
+        target.write_text("my notes\n", encoding="utf-8")
+        flags = ["--output", str(target)] if target == notes else []
+        with pytest.raises(SystemExit, match=f"{re.escape(str(target))} exists: .* add --overwrite"):
+            classify.main([str(tmp / "model"), "--input", source, *flags])
+        assert target.read_text(encoding="utf-8") == "my notes\n" and "wrote" not in capsys.readouterr().out
+    classify.main([str(tmp / "model"), "--input", source, "--overwrite"])
+    assert tasks.read_table(str(default))[0][-2:] == ["prediction", "probability"]
+
+
 def test_a_saved_classifier_is_replaced_whole_by_a_new_one_never_half(kept, ckpt, tmp_path, monkeypatch):
     tmp, train, dev, _ = kept
     before = {p.name: p.read_bytes() for p in (tmp / "model").iterdir()}
