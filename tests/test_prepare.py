@@ -276,7 +276,7 @@ def test_bad_input_fails_with_one_line_and_leaves_the_earlier_set_as_it_was(tmp_
 
 
 def test_a_validation_split_the_filter_emptied_is_refused_and_the_earlier_set_stays(out, tmp_path):
-    """As `--vocab_size 2048` on the default corpus: the filter dropped every held-out document (cram.py failed later)."""
+    """As `--vocab_size 2048` on the default corpus: the filter dropped every held-out document; cram.py failed."""
     folder = write_txt(tmp_path / "txt", n=40)
     held_out = np.flatnonzero(np.random.default_rng(0).random(40) < 0.1)  # prepare.pack's draw, --seed 0: one a doc
     for i in held_out:  # hex needs about a token per character: the filter drops these, and only these
