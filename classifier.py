@@ -12,7 +12,7 @@ import math
 import os
 import shutil
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
@@ -182,10 +182,15 @@ def load_classifier(path, device="cpu"):
     info = read_info(folder / "classifier.json")
     try:
         saved = torch.load(folder / "model.pt", map_location="cpu", weights_only=True)  # tensors and plain values
-        (vocab, seq_len), head = saved["vocab_seq"], saved["head"]
-        model = GlueModel(CrammedBERT(Config(**saved["config"]), vocab, seq_len), saved["config"]["n_embd"],
-                          head["n_out"], head["hidden"], 0.0, head["pool"], head["sep_id"], head["pair"])
-        model.load_state_dict(saved["model"])
+        (vocab, seq_len), head, cfg = saved["vocab_seq"], saved["head"], Config(**saved["config"])
+        with torch.device("meta"):  # shapes only: a random init that the saved weights replace cost 1.5-2.4 s (notes)
+            model = GlueModel(CrammedBERT(cfg, vocab, seq_len), cfg.n_embd, head["n_out"], head["hidden"], 0.0,
+                              head["pool"], head["sep_id"], head["pair"])
+        model.load_state_dict(saved["model"], assign=True)  # the loaded tensors themselves become the weights
+        fixed = CrammedBERT(replace(cfg, n_layer=0), 0, seq_len)  # no block, no token: the buffers a state dict
+        for name, buf in fixed.named_buffers():                   # leaves out (pos_table, attn_bias), computed
+            parent, _, leaf = name.rpartition(".")
+            setattr(model.encoder.get_submodule(parent), leaf, buf)
     except Exception as e:  # not a torch file, a crafted pickle, a field missing or of the wrong shape
         raise CramError(f"{folder / 'model.pt'} is damaged or not a saved classifier ({type(e).__name__}: "
                         f"{' '.join(str(e).split())[:150]}): fine-tune again with --save_model") from None

@@ -135,7 +135,7 @@ def main(argv=None):
     p.add_argument("--text_columns", help="the input's text column(s), a or a,b (default: the classifier's)")
     p.add_argument("--label_column", help="a column of true labels to score against (default: the classifier's)")
     p.add_argument("--batch_size", type=int, help="texts per forward pass (default: fine-tuning's evaluation batch)")
-    p.add_argument("--device", default="cpu", help="cpu, cuda, mps or auto")
+    p.add_argument("--device", default="auto", help="auto (the default: cuda, else mps, else cpu), cuda, cpu or mps")
     args = p.parse_args(argv)
     safe_console()  # a label or text the console's encoding lacks is printed escaped, never raised (Windows: cp1252)
     try:

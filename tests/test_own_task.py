@@ -13,9 +13,11 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+import classifier  # noqa: E402
 import classify  # noqa: E402
 import finetune_glue as fg  # noqa: E402
 import tasks  # noqa: E402
+from cram import Config, CrammedBERT  # noqa: E402
 from conftest import WORDS  # noqa: E402  (and the fixture ckpt: a 1 x 32 checkpoint with its tokenizer)
 
 FAST = ["--epochs", "2", "--seeds", "3", "--device", "cpu", "--lr", "1e-3"]
@@ -304,6 +306,43 @@ def test_classify_never_replaces_an_existing_file_without_overwrite_the_default_
         assert target.read_text(encoding="utf-8") == "my notes\n" and "wrote" not in capsys.readouterr().out
     classify.main([str(tmp / "model"), "--input", source, "--overwrite"])
     assert tasks.read_table(str(default))[0][-2:] == ["prediction", "probability"]
+
+
+@pytest.mark.parametrize("script", ["classify", "fill_mask", "finetune_glue"])
+def test_every_tool_s_device_defaults_to_auto_so_a_gpu_user_gets_the_gpu(script, tmp_path, monkeypatch):
+    module, asked = __import__(script), []
+    monkeypatch.setattr(module, "pick_device", lambda name: (asked.append(name), torch.device("cpu"))[1])
+    with pytest.raises(SystemExit):  # no such model: it stops after choosing the device
+        module.main([str(tmp_path / "nope"), *({"classify": ["a text"], "fill_mask": ["a [MASK] ."]}.get(script, []))])
+    assert asked == ["auto"]
+
+
+def test_a_kept_classifier_loads_without_a_random_init_and_predicts_as_one_built_the_slow_way(kept, monkeypatch):
+    """Built on the meta device, the saved tensors assigned: no random init that load_state_dict would overwrite;
+    the buffers a state dict leaves out (pos_table, attn_bias) are real tensors, equal to a fresh encoder's."""
+    folder, drawn = kept[0] / "model", []
+    normal = torch.nn.init.normal_
+    def spy(*args, **kw):
+        t = args[0] if args else kw["tensor"]
+        drawn.append(0 if t.is_meta else t.numel())
+        return normal(*args, **kw)
+    monkeypatch.setattr(torch.nn.init, "normal_", spy)
+    model, info, tok = classifier.load_classifier(folder)
+    monkeypatch.undo()
+    saved = torch.load(folder / "model.pt", weights_only=True)
+    h = saved["head"]
+    slow = classifier.GlueModel(CrammedBERT(Config(**saved["config"]), *saved["vocab_seq"]), saved["config"]["n_embd"],
+                                h["n_out"], h["hidden"], 0.0, h["pool"], h["sep_id"], h["pair"])
+    slow.load_state_dict(saved["model"])
+    assert drawn and sum(drawn) == 0  # initialisers ran on the meta device only: not one number drawn
+    assert not any(t.is_meta for t in [*model.parameters(), *model.buffers()])
+    for (name, a), (_, b) in zip(model.encoder.named_buffers(), slow.encoder.named_buffers()):
+        assert torch.equal(a, b), name
+    split = tasks.Split(["the cat sat", "a dog ran"], ["on the mat", "quickly"], None, None)
+    ids = classifier.encode(tok, split, info["max_len"])
+    run = type("Run", (), {"eval_batch_size": 8, "pad_id": tok.special["pad"]})
+    assert np.array_equal(classifier.predict(model, ids, run, torch.device("cpu")),
+                          classifier.predict(slow, ids, run, torch.device("cpu")))
 
 
 def test_a_saved_classifier_is_replaced_whole_by_a_new_one_never_half(kept, ckpt, tmp_path, monkeypatch):
