@@ -26,7 +26,7 @@ import torch
 from classifier import decide, encode, load_classifier, predict  # the fine-tuned model, and the kept folder
 from cram import CramError, pick_device
 from hardware import safe_console
-from tasks import Split, Task, compute_metrics, read_split, read_table
+from tasks import NUMBER, Split, Task, compute_metrics, read_split, read_table
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -98,6 +98,10 @@ def score(task, info, rows, preds, path):
     """The task's metrics on the rows whose label column holds a label (none if the file has no such column)."""
     truth = [("" if row.get(task.columns[2]) is None else str(row[task.columns[2]])).strip() for _, row in rows]
     known = [i for i, y in enumerate(truth) if y]
+    if task.labels is None and (odd := [i for i in known if not NUMBER.fullmatch(truth[i])]):  # as fine-tuning did
+        print(f"warning: {path}: {len(odd)} rows whose label is not a number are left out of the metric (the first: "
+              f"line {rows[odd[0]][0]}, {truth[odd[0]]!r})", file=sys.stderr)
+        known = [i for i in known if NUMBER.fullmatch(truth[i])]
     if not known:
         return
     ids, labels = {name: i for i, name in enumerate(task.labels or ())}, []

@@ -111,6 +111,26 @@ def test_float_labels_make_a_regression_anything_else_classes_named_by_their_val
                             ("acc", "macro_f1", "mcc") if len(labels) == 2 else ("acc", "macro_f1"))
 
 
+def test_a_stray_n_a_in_float_labels_keeps_the_regression_its_rows_skipped_and_named_classify_too(ckpt, tmp_path,
+                                                                                                    capsys):
+    """One `N/A` among float scores made 139 classes, and the run blamed the dev file for a label."""
+    items = [{"text": r["sentence"], "score": f"{i % 5}.{i % 4}"} for i, r in enumerate(rows(24))]
+    items[4]["score"] = "N/A"
+    train, dev = write(tmp_path / "train.csv", items), write(tmp_path / "dev.csv", items[:4] + items[2:12])
+    assert task_of(train, label_column="score").labels is None
+    fg.main([str(ckpt), "--train_file", train, "--validation_file", dev, "--label_column", "score",
+             "--save_model", str(tmp_path / "m"), "--out", str(tmp_path), "--epochs", "1", "--seeds", "1",
+             "--device", "cpu"])
+    err = capsys.readouterr().err
+    assert "train.csv: skipped 1 malformed rows (line 6: the label 'N/A' is not a number)" in err
+    assert "dev.csv: skipped 1 malformed rows (line 8: the label 'N/A' is not a number)" in err
+    assert [t["n_train"] for t in json.loads((tmp_path / "glue.json").read_text("utf-8"))["tasks"].values()] == [23]
+    classify.main([str(tmp_path / "m"), "--input", dev])
+    out, err = capsys.readouterr()
+    assert "dev.csv: 1 rows whose label is not a number are left out of the metric (the first: line 8, 'N/A')" in err
+    assert "on the 13 labelled rows of" in out and "pearson" in out
+
+
 def test_json_may_be_a_list_an_object_holding_one_or_one_object_a_line(tmp_path):
     items = rows(4)
     paths = [write(tmp_path / "a.json", items), write(tmp_path / "b.jsonl", items)]
