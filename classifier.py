@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn as nn
+from torch.overrides import TorchFunctionMode
 from tqdm import tqdm
 
 from cram import Config, CramError, CrammedBERT
@@ -173,6 +174,16 @@ def write_classifier(stage, task, keep, cfg, tok, args):
             shutil.copyfile(Path(args.tokenizer_dir) / name, stage / name)
 
 
+class SkipInit(TorchFunctionMode):
+    """Inside it, torch.nn.init's functions leave a tensor as it is: a model built only to receive saved weights skips
+    its random init (the meta device would too, but its first float arange imports sympy and dynamo: 1.2 s, notes)."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if getattr(func, "__module__", None) == "torch.nn.init":
+            return args[0] if args else kwargs["tensor"]
+        return func(*args, **(kwargs or {}))
+
+
 def load_classifier(path, device="cpu"):
     """(model, info, tok) of a saved classifier folder; anything else, or a damaged file, is one line."""
     folder = Path(path)
@@ -182,10 +193,11 @@ def load_classifier(path, device="cpu"):
     info = read_info(folder / "classifier.json")
     try:
         saved = torch.load(folder / "model.pt", map_location="cpu", weights_only=True)  # tensors and plain values
-        (vocab, seq_len), head = saved["vocab_seq"], saved["head"]
-        model = GlueModel(CrammedBERT(Config(**saved["config"]), vocab, seq_len), saved["config"]["n_embd"],
-                          head["n_out"], head["hidden"], 0.0, head["pool"], head["sep_id"], head["pair"])
-        model.load_state_dict(saved["model"])
+        (vocab, seq_len), head, cfg = saved["vocab_seq"], saved["head"], Config(**saved["config"])
+        with SkipInit():  # no random init for the saved weights to replace; the buffers (pos_table...) are computed
+            model = GlueModel(CrammedBERT(cfg, vocab, seq_len), cfg.n_embd, head["n_out"], head["hidden"], 0.0,
+                              head["pool"], head["sep_id"], head["pair"])
+        model.load_state_dict(saved["model"], assign=True)  # the loaded tensors themselves become the weights
     except Exception as e:  # not a torch file, a crafted pickle, a field missing or of the wrong shape
         raise CramError(f"{folder / 'model.pt'} is damaged or not a saved classifier ({type(e).__name__}: "
                         f"{' '.join(str(e).split())[:150]}): fine-tune again with --save_model") from None

@@ -26,7 +26,7 @@ import torch
 from classifier import decide, encode, load_classifier, predict  # the fine-tuned model, and the kept folder
 from cram import CramError, pick_device
 from hardware import safe_console
-from tasks import INTERVAL_WORDS, Split, Task, compute_metrics, intervals, one_row, read_split, read_table
+from tasks import INTERVAL_WORDS, NUMBER, Split, Task, compute_metrics, intervals, one_row, read_split, read_table
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -62,14 +62,22 @@ def classify(model, tok, info, split, run, device):
     return [labels[int(y)] if labels else float(y) for y in preds], probs, preds
 
 
-def label_file(path, output, task, info, labeller):
-    """Every row of the file written back with prediction and probability added (empty where a text is empty), in
-    the output's format; the metric where the file has the label column."""
+def output_of(path, output, overwrite):
+    """Where the labelled rows of path go (--output, else path's name + .predicted), checked before any work: a file
+    that exists already is replaced only with --overwrite (it may be a user's notes), the input file never."""
     output = output or str(Path(path).with_suffix(".predicted" + Path(path).suffix))
     if Path(output).suffix.lower() not in (".csv", ".tsv", ".json", ".jsonl"):
         raise CramError(f"--output {output} must end in .csv, .tsv, .json or .jsonl")
     if Path(output).resolve() == Path(path).resolve():
         raise CramError(f"--output {output} is the input file: choose another name (the input stays as it is)")
+    if os.path.lexists(output) and not overwrite:
+        raise CramError(f"{output} exists: name another --output, or add --overwrite to replace it")
+    return output
+
+
+def label_file(path, output, task, info, labeller):
+    """Every row of the file written back with prediction and probability added (empty where a text is empty), in
+    the output's format (output_of checked the name); the metric where the file has the label column."""
     columns, rows = read_table(path)
     split = read_split(task, path, labelled=False)  # the rows fine-tuning would have read: a warning names the rest
     shown, probs, preds = labeller(split)
@@ -90,6 +98,10 @@ def score(task, info, rows, preds, path):
     """The task's metrics on the rows whose label column holds a label (none if the file has no such column)."""
     truth = [("" if row.get(task.columns[2]) is None else str(row[task.columns[2]])).strip() for _, row in rows]
     known = [i for i, y in enumerate(truth) if y]
+    if task.labels is None and (odd := [i for i in known if not NUMBER.fullmatch(truth[i])]):  # as fine-tuning did
+        print(f"warning: {path}: {len(odd)} rows whose label is not a number are left out of the metric (the first: "
+              f"line {rows[odd[0]][0]}, {truth[odd[0]]!r})", file=sys.stderr)
+        known = [i for i in known if NUMBER.fullmatch(truth[i])]
     if not known:
         return
     ids, labels = {name: i for i, name in enumerate(task.labels or ())}, []
@@ -126,10 +138,11 @@ def main(argv=None):
     p.add_argument("texts", nargs="*", help="texts to label; a two-text task takes \"first [SEP] second\"")
     p.add_argument("--input", help="a .csv, .tsv, .json or .jsonl file to label, row by row")
     p.add_argument("--output", help="where the labelled rows go (default: INPUT's name + .predicted)")
+    p.add_argument("--overwrite", action="store_true", help="replace --output if it exists (else: refused)")
     p.add_argument("--text_columns", help="the input's text column(s), a or a,b (default: the classifier's)")
     p.add_argument("--label_column", help="a column of true labels to score against (default: the classifier's)")
     p.add_argument("--batch_size", type=int, help="texts per forward pass (default: fine-tuning's evaluation batch)")
-    p.add_argument("--device", default="cpu", help="cpu, cuda, mps or auto")
+    p.add_argument("--device", default="auto", help="auto (the default: cuda, else mps, else cpu), cuda, cpu or mps")
     args = p.parse_args(argv)
     safe_console()  # a label or text the console's encoding lacks is printed escaped, never raised (Windows: cp1252)
     try:
@@ -137,6 +150,7 @@ def main(argv=None):
             raise CramError("give texts to label, or --input FILE (one of the two)")
         if args.batch_size is not None and args.batch_size < 1:
             raise CramError(f"--batch_size must be >= 1 (got {args.batch_size})")
+        output = args.input and output_of(args.input, args.output, args.overwrite)
         device = pick_device(args.device)
         model, info, tok = load_classifier(args.model, device)
         labels, pair = info["labels"], len(info["text_columns"]) == 2
@@ -149,7 +163,7 @@ def main(argv=None):
         run = argparse.Namespace(eval_batch_size=args.batch_size or info["eval_batch_size"], pad_id=tok.special["pad"])
         labeller = lambda split: classify(model, tok, info, split, run, device)  # noqa: E731
         if args.input:
-            return label_file(args.input, args.output, task, info, labeller)
+            return label_file(args.input, output, task, info, labeller)
         shown, probs, _ = labeller(texts_split(args.texts, pair))
         for text, label, q in zip(args.texts, shown, probs):
             print(f"{label}\t{q:.3f}\t{text}" if labels else f"{label:.4f}\t{text}")

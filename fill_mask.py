@@ -66,7 +66,7 @@ def main(argv=None):
     p.add_argument("sentences", nargs="+", help="text with one or more [MASK] in it")
     p.add_argument("--top_k", type=int, default=5, help="predictions shown per [MASK]")
     p.add_argument("--tokenizer_dir", help="folder with meta.json + tokenizer.json; default: the checkpoint's")
-    p.add_argument("--device", default="cpu", help="cpu, cuda, mps or auto")
+    p.add_argument("--device", default="auto", help="auto (the default: cuda, else mps, else cpu), cuda, cpu or mps")
     args = p.parse_args(argv)
     try:
         if args.top_k < 1:

@@ -73,10 +73,22 @@ def lr_at(step, total, peak, warmup=PAPER["warmup"]):
     return peak * 0.5 * (1 + math.cos(math.pi * (step - n_warm) / max(1, total - n_warm)))
 
 
+def length_grouped(lengths, batch_size, gen, window=100):
+    """One epoch's batches (index tensors): a random order, sorted by length within windows of `window` batches, then
+    the batches shuffled. A batch is padded to its longest member (collate): drawn at random, a short sentence sits
+    beside a long one (SST-2, batch 32: 3.03 tokens computed per real token; grouped 1.02; notes, 2026-11-25). The
+    idea of Hugging Face's group_by_length; the windows keep the order random at the scale of an epoch."""
+    order, size = torch.randperm(len(lengths), generator=gen).tolist(), window * batch_size
+    groups = [sorted(order[i:i + size], key=lambda j: lengths[j]) for i in range(0, len(order), size)]  # stable
+    batches = [torch.tensor(g[k:k + batch_size]) for g in groups for k in range(0, len(g), batch_size)]
+    return [batches[i] for i in torch.randperm(len(batches), generator=gen).tolist()]
+
+
 def finetune(model, ids, labels, args, seed, device, desc):
-    """args.epochs passes over (ids, labels) in random batches of args.batch_size; returns the last batch's loss."""
-    gen = torch.Generator().manual_seed(seed)
-    batches = [b for _ in range(args.epochs) for b in torch.randperm(len(ids), generator=gen).split(args.batch_size)]
+    """args.epochs passes over (ids, labels) in batches of args.batch_size examples of similar length (length_grouped);
+    returns the last batch's loss."""
+    gen, lengths = torch.Generator().manual_seed(seed), [len(s) for s in ids]
+    batches = [b for _ in range(args.epochs) for b in length_grouped(lengths, args.batch_size, gen)]
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(args.beta1, args.beta2),
                                   eps=args.adam_eps, weight_decay=args.weight_decay, fused=device.type == "cuda")
     targets = torch.tensor(labels.tolist()).to(device)  # once; STS-B's scores in float32: MPS has no float64

@@ -322,6 +322,10 @@ def main(argv=None):
         if st["seqs"]["train"] == 0:  # no text, all of it filtered out, or less than one row
             die(f"not one train row of {T} tokens from {n_docs} documents, {st['dropped']} of them dropped by the "
                 "filter: give more text, a smaller --seq_len, or a larger --max_tokens_per_char (or --no_filter)")
+        if st["seqs"]["val"] == 0 and args.val_fraction > 0:  # cram.py validates on them: refuse now, not there
+            die(f"not one validation row of {T} tokens from the {st['docs']['val']} held-out documents kept, "
+                f"{st['dropped']} of all {n_docs} dropped by the filter: raise --max_tokens_per_char (a small vocab "
+                "needs more tokens per character), --val_fraction, or give more text")
         if st["dropped"] > 0.2 * n_docs:
             print(f"warning: the filter dropped {st['dropped'] / n_docs:.0%} of the documents: the paper's 0.25 "
                   "suits a 32768 vocab; smaller vocabs need more tokens per character (--max_tokens_per_char)")

@@ -51,6 +51,7 @@ GLUE = {"cola": ("CoLA", (3, None, 1), ("sentence", None), BINARY, ("mcc", "acc"
         "qnli": ("QNLI", ("question", "sentence", "label"), ("question", "sentence"), NLI2, ("acc",)),
         "rte": ("RTE", ("sentence1", "sentence2", "label"), ("sentence1", "sentence2"), NLI2, ("acc",))}
 TEXT_COLUMNS = (("sentence1", "sentence2"), ("sentence",), ("text",))  # run_glue.py's defaults, in this order
+NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")  # a label a regression reads: 3, -0.5, .5, 1e-3
 SPLIT_NAMES = {"train", "training", "dev", "valid", "validation", "val", "test"}  # a file stem that names no task
 Split = namedtuple("Split", "a b labels rows")  # texts A, texts B (None: one text), labels (np.ndarray), (line, row)
 
@@ -67,8 +68,9 @@ def glue_task(name, glue_dir):
 
 def file_task(args):
     """A task described by the user's files, by run_glue.py's conventions: the text columns (--text_columns, else
-    sentence1 + sentence2, sentence or text), --label_column; a regression if every label is a number and one is
-    written with a decimal point (floats), else classes named by the label values (sorted)."""
+    sentence1 + sentence2, sentence or text), --label_column; a regression if most labels are numbers and one is
+    written with a decimal point (floats: a row whose label is not a number is skipped, and named), else classes named
+    by the label values (sorted)."""
     columns, rows = read_table(args.train_file)
     if args.text_columns:
         text = [c.strip() for c in args.text_columns.split(",")]
@@ -79,10 +81,11 @@ def file_task(args):
                         f"columns are {columns}: name the text with --text_columns a[,b]")
     cols = (text[0], text[1] if len(text) == 2 else None, args.label_column)
     check_columns(args.train_file, columns, cols)
-    values = {str(r[cols[2]]).strip() for _, r in rows if isinstance(r, dict) and r.get(cols[2]) not in (None, "")}
-    numbers = {v for v in values if re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?", v)}
-    if values and numbers == values and any(not re.fullmatch(r"[-+]?\d+", v) for v in values):
-        labels, metrics = None, ("pearson", "spearman", "rmse")
+    given = [str(r[cols[2]]).strip() for _, r in rows if isinstance(r, dict) and r.get(cols[2]) not in (None, "")]
+    values = set(given)
+    numbers = {v for v in values if NUMBER.fullmatch(v)}
+    if 2 * sum(v in numbers for v in given) > len(given) and any(not re.fullmatch(r"[-+]?\d+", v) for v in numbers):
+        labels, metrics = None, ("pearson", "spearman", "rmse")  # a stray "N/A": its row skipped (read_split), named
     else:
         labels = tuple(sorted(values, key=lambda v: (v not in numbers, float(v) if v in numbers else 0, v)))
         metrics = ("acc", "macro_f1") + ("mcc",) * (len(labels) == 2)
@@ -182,6 +185,8 @@ def read_split(task, path, limit=0, labelled=True):
             if labelled and task.labels and values[-1].strip() not in ids and not task.hub:
                 raise CramError(f"{path} line {n}: the label {values[-1].strip()!r} is not in the training file, "
                                 f"whose labels are {list(task.labels)[:20]}: fix the label, or train with it")
+            if labelled and task.labels is None and not NUMBER.fullmatch(values[-1].strip()):
+                raise ValueError(f"the label {values[-1].strip()!r} is not a number")
             label = None if not labelled else ids[values[-1].strip()] if task.labels else float(values[-1])
             if labelled and not math.isfinite(label):
                 raise ValueError(f"the label {values[-1]!r} is not a finite number")
@@ -216,7 +221,8 @@ def read_hub(task, split, limit=0):
         raise CramError(f"cannot load {HUB_NAME} {task.name} {split} from the hub ({type(e).__name__}): pass "
                         "--glue_dir DIR with the GLUE TSVs") from None
     ds = (ds.select(range(min(limit, len(ds)))) if limit else ds).filter(lambda y: y != -1, input_columns="label")
-    return Split(*(ds[col] if col else None for col in task.hub), np.array(ds["label"]), None)
+    # list(): datasets >= 4 gives a column as a lazy Column, which encode cannot add to a list
+    return Split(*(list(ds[col]) if col else None for col in task.hub), np.array(list(ds["label"])), None)
 
 
 def load_task(task, args):

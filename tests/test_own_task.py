@@ -3,6 +3,7 @@ baseline, a kept classifier that classify.py uses (the same predictions, the sam
 import json
 import pickle
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,9 +14,11 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+import classifier  # noqa: E402
 import classify  # noqa: E402
 import finetune_glue as fg  # noqa: E402
 import tasks  # noqa: E402
+from cram import Config, CrammedBERT  # noqa: E402
 from conftest import WORDS  # noqa: E402  (and the fixture ckpt: a 1 x 32 checkpoint with its tokenizer)
 
 FAST = ["--epochs", "2", "--seeds", "3", "--device", "cpu", "--lr", "1e-3"]
@@ -107,6 +110,26 @@ def test_float_labels_make_a_regression_anything_else_classes_named_by_their_val
     assert task.labels == labels
     assert task.metrics == (("pearson", "spearman", "rmse") if labels is None else
                             ("acc", "macro_f1", "mcc") if len(labels) == 2 else ("acc", "macro_f1"))
+
+
+def test_a_stray_n_a_in_float_labels_keeps_the_regression_its_rows_skipped_and_named_classify_too(ckpt, tmp_path,
+                                                                                                    capsys):
+    """One `N/A` among float scores made 139 classes, and the run blamed the dev file for a label."""
+    items = [{"text": r["sentence"], "score": f"{i % 5}.{i % 4}"} for i, r in enumerate(rows(24))]
+    items[4]["score"] = "N/A"
+    train, dev = write(tmp_path / "train.csv", items), write(tmp_path / "dev.csv", items[:4] + items[2:12])
+    assert task_of(train, label_column="score").labels is None
+    fg.main([str(ckpt), "--train_file", train, "--validation_file", dev, "--label_column", "score",
+             "--save_model", str(tmp_path / "m"), "--out", str(tmp_path), "--epochs", "1", "--seeds", "1",
+             "--device", "cpu"])
+    err = capsys.readouterr().err
+    assert "train.csv: skipped 1 malformed rows (line 6: the label 'N/A' is not a number)" in err
+    assert "dev.csv: skipped 1 malformed rows (line 8: the label 'N/A' is not a number)" in err
+    assert [t["n_train"] for t in json.loads((tmp_path / "glue.json").read_text("utf-8"))["tasks"].values()] == [23]
+    classify.main([str(tmp_path / "m"), "--input", dev])
+    out, err = capsys.readouterr()
+    assert "dev.csv: 1 rows whose label is not a number are left out of the metric (the first: line 8, 'N/A')" in err
+    assert "on the 13 labelled rows of" in out and "pearson" in out
 
 
 def test_json_may_be_a_list_an_object_holding_one_or_one_object_a_line(tmp_path):
@@ -290,6 +313,59 @@ def test_classify_refuses_empty_text_a_pair_without_sep_and_overwriting_its_inpu
     assert "is not \"first [SEP] second\"" in one_line([tmp / "model", "only one text"], "classify.py")
     assert "is the input file" in one_line([tmp / "model", "--input", dev, "--output", dev], "classify.py")
     assert "not a saved classifier" in one_line([tmp, "text"], "classify.py")
+
+
+def test_classify_never_replaces_an_existing_file_without_overwrite_the_default_name_too(kept, tmp_path, capsys):
+    tmp, _, dev, _ = kept
+    source = write(tmp_path / "dev.csv", [r for _, r in tasks.read_table(dev)[1]])
+    notes, default = tmp_path / "notes.csv", tmp_path / "dev.predicted.csv"
+    for target in (notes, default):
+        target.write_text("my notes\n", encoding="utf-8")
+        flags = ["--output", str(target)] if target == notes else []
+        with pytest.raises(SystemExit, match=f"{re.escape(str(target))} exists: .* add --overwrite"):
+            classify.main([str(tmp / "model"), "--input", source, *flags])
+        assert target.read_text(encoding="utf-8") == "my notes\n" and "wrote" not in capsys.readouterr().out
+    classify.main([str(tmp / "model"), "--input", source, "--overwrite"])
+    assert tasks.read_table(str(default))[0][-2:] == ["prediction", "probability"]
+
+
+@pytest.mark.parametrize("script", ["classify", "fill_mask", "finetune_glue"])
+def test_every_tool_s_device_defaults_to_auto_so_a_gpu_user_gets_the_gpu(script, tmp_path, monkeypatch):
+    module, asked = __import__(script), []
+    monkeypatch.setattr(module, "pick_device", lambda name: (asked.append(name), torch.device("cpu"))[1])
+    with pytest.raises(SystemExit):  # no such model: it stops after choosing the device
+        module.main([str(tmp_path / "nope"), *({"classify": ["a text"], "fill_mask": ["a [MASK] ."]}.get(script, []))])
+    assert asked == ["auto"]
+
+
+@pytest.mark.parametrize("local_bias", [0.0, 1.0])  # 1.0: the tiny preset's, with an attn_bias buffer
+def test_a_kept_classifier_loads_without_a_random_init_and_predicts_as_one_built_the_slow_way(local_bias, kept,
+                                                                                              tmp_path, monkeypatch):
+    """Built without a random init that load_state_dict would overwrite, the saved tensors assigned; the buffers a
+    state dict leaves out (pos_table, attn_bias) are real tensors, equal to a fresh encoder's."""
+    folder, drawn = shutil.copytree(kept[0] / "model", tmp_path / "model"), []
+    saved = torch.load(folder / "model.pt", weights_only=True)
+    saved["config"]["local_bias"] = local_bias
+    torch.save(saved, folder / "model.pt")
+    for name in ("normal_", "uniform_"):  # what nn.init's functions call to draw the numbers
+        monkeypatch.setattr(torch.Tensor, name, lambda t, *a, _draw=getattr(torch.Tensor, name), **k: (
+            drawn.append(t.numel()), _draw(t, *a, **k))[1])
+    model, info, tok = classifier.load_classifier(folder)
+    monkeypatch.undo()
+    h = saved["head"]
+    slow = classifier.GlueModel(CrammedBERT(Config(**saved["config"]), *saved["vocab_seq"]), saved["config"]["n_embd"],
+                                h["n_out"], h["hidden"], 0.0, h["pool"], h["sep_id"], h["pair"])
+    slow.load_state_dict(saved["model"])
+    assert drawn == []  # not one number drawn
+    assert not any(t.is_meta for t in [*model.parameters(), *model.buffers()])
+    assert (model.encoder.attn_bias is None) == (local_bias == 0)
+    for (name, a), (_, b) in zip(model.encoder.named_buffers(), slow.encoder.named_buffers()):
+        assert torch.equal(a, b), name
+    split = tasks.Split(["the cat sat", "a dog ran"], ["on the mat", "quickly"], None, None)
+    ids = classifier.encode(tok, split, info["max_len"])
+    run = type("Run", (), {"eval_batch_size": 8, "pad_id": tok.special["pad"]})
+    assert np.array_equal(classifier.predict(model, ids, run, torch.device("cpu")),
+                          classifier.predict(slow, ids, run, torch.device("cpu")))
 
 
 def test_a_saved_classifier_is_replaced_whole_by_a_new_one_never_half(kept, ckpt, tmp_path, monkeypatch):

@@ -277,6 +277,21 @@ def test_bad_input_fails_with_one_line_and_leaves_the_earlier_set_as_it_was(tmp_
     assert snapshot(out) == before  # byte for byte, and no staging folder or temporary file left behind
 
 
+def test_a_validation_split_the_filter_emptied_is_refused_and_the_earlier_set_stays(out, tmp_path):
+    """As `--vocab_size 2048` on the default corpus: the filter dropped every held-out document; cram.py failed."""
+    folder = write_txt(tmp_path / "txt", n=40)
+    held_out = np.flatnonzero(np.random.default_rng(0).random(40) < 0.1)  # prepare.pack's draw, --seed 0: one a doc
+    for i in held_out:  # hex needs about a token per character: the filter drops these, and only these
+        (folder / f"{i:03d}.txt").write_text(" ".join(os.urandom(4).hex() for _ in range(100)))
+    before = snapshot(out)
+    r = run_cli(folder, "--vocab_size", "300", "--seq_len", "16", "--val_fraction", "0.1", "--max_tokens_per_char",
+                "0.5", "--out", out)
+    assert len(held_out) and r.returncode != 0 and "Traceback" not in r.stderr, r.stderr
+    assert re.match(rf"prepare.py: error: not one validation row .* {len(held_out)} of all 40 dropped by the filter: "
+                    r"raise --max_tokens_per_char", r.stderr.strip().splitlines()[-1]), r.stderr
+    assert snapshot(out) == before
+
+
 @pytest.mark.parametrize("failure", [KeyboardInterrupt, MemoryError])
 def test_an_interrupted_run_leaves_the_earlier_set_and_no_staging_folder(failure, out, tmp_path, monkeypatch):
     def stop(*args):  # Ctrl-C, or any exception, in the middle of the run: the new set is half-written
