@@ -661,5 +661,5 @@ def test_the_masking_check_is_statistical_not_the_references_own_draws(version, 
         path.write_text(replaced((ROOT / "cram.py").read_text(encoding="utf-8"), "mask_tokens", version),
                         encoding="utf-8")
     student = exercises.load_module(str(path))
-    for offset in range(1, 6):  # 200 offsets each: 0 FAILs (docs/notes_exercises.md)
+    for offset in range(1, 6):  # 200 offsets each: 0 FAILs (docs/notes.md, 2026-11-25, the exercises)
         exercises.check_masking(types.SimpleNamespace(mask_tokens=reseeded(student.mask_tokens, offset)))
