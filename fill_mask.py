@@ -41,7 +41,8 @@ def how_trained(path, meta):
     the unigram baseline: the loss of guessing by word frequency alone); the paper's release has no such record."""
     if not os.path.isfile(path):
         return (f"model: {meta.get('folder', path)}, a folder in the paper's release format, which keeps no training "
-                "record (the paper's released model: its 24-hour run on one A6000, MLM loss about 1.97 on the Pile)")
+                "record (the paper's own release trained 24 hours on one A6000, to an MLM loss of about 1.97 on "
+                "the Pile)")
     with torch.serialization.safe_globals([torch.torch_version.TorchVersion]):  # already read once: mmap, no copy
         ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     cfg, step, loss, unigram = ckpt["config"], ckpt.get("step", 0), ckpt.get("val_loss", math.nan), \
