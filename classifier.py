@@ -23,8 +23,8 @@ from tqdm import tqdm
 
 from cram import Config, CramError, CrammedBERT
 from hardware import amp_dtype, autocast
-from prepare import load_tokenizer
 from tasks import METRICS
+from tokenizer import load_tokenizer
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ import torch
 from cram import CramError, pick_device
 from hardware import safe_console
 from official import load_pretrained  # a cram.py checkpoint or the paper's released folder
-from prepare import load_tokenizer
+from tokenizer import load_tokenizer
 
 
 def encode_for_mlm(tok, text):

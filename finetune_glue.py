@@ -36,9 +36,9 @@ from classifier import GlueModel, check_save_dir, collate, decide, encode, predi
 from cram import CramError, CrammedBERT, pick_device
 from hardware import amp_dtype, autocast, run_info, safe_console
 from official import load_pretrained  # a cram.py checkpoint or the paper's released folder
-from prepare import load_tokenizer
 from tasks import (GLUE, INTERVAL_WORDS, baseline, compute_metrics, file_task, glue_task, interval, intervals,
                    load_task, one_row)
+from tokenizer import load_tokenizer
 
 # Recipes, named by the checkpoint's preset; every value is also a flag, which wins. The paper's "GLUE-sane" set:
 PAPER = dict(lr=4e-5, beta1=0.9, beta2=0.98, adam_eps=1e-6, weight_decay=0.0, batch_size=16, epochs=5,  # AdamW

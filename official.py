@@ -30,8 +30,7 @@ from pathlib import Path
 import torch
 
 from cram import Config, CramError, CrammedBERT, check_config, load_model
-from prepare import load_tokenizer
-from tokenizer import HF_TOKENIZER_FILES, hf_special_names
+from tokenizer import HF_TOKENIZER_FILES, hf_special_names, load_tokenizer
 
 # Every option of the release's "arch" (the official cramming/config/arch/crammed-bert.yaml), dotted for the nested
 # "attention" and "embedding" groups, in three kinds:

@@ -32,9 +32,10 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from errors import CramError, die, is_file_name
+from errors import CramError, die
 from hardware import safe_console
-from tokenizer import SPECIALS, Tok, gpt2_tok, hf_tokenizer, is_hf_tokenizer_folder, train_wordpiece
+from tokenizer import SPECIALS, gpt2_tok, hf_tokenizer, train_wordpiece
+from tokenizer import load_tokenizer, read_meta  # noqa: F401  (prepare.load_tokenizer: the set's tokenizer)
 
 SUFFIXES = (".txt", ".txt.gz", ".jsonl", ".jsonl.gz")  # and WikiExtractor's own wiki_00, wiki_01, ...
 WIKI_DOC = re.compile(r"^<doc [^\n]*\n(.*?)^</doc>", re.M | re.S)  # an article: its title line and paragraphs
@@ -145,20 +146,6 @@ def batches(args):  # the stripped, non-empty documents in lists for one encode 
         yield batch
 
 
-def read_meta(data_dir):
-    try:  # JSON, with every field that cram.py and finetune_glue.py read, of the type prepare.py writes
-        meta = json.loads((path := Path(data_dir) / "meta.json").read_text(encoding="utf-8"))
-        n, ids = meta["num_sequences"], meta["special_ids"]
-        if not all(type(v) is int for v in (meta["seq_len"], meta["vocab_size"], ids["mask"], n["train"], n["val"])):
-            raise ValueError("a count or an id is not a whole number")
-        if meta.get("tokenizer_file") is not None and not is_file_name(meta["tokenizer_file"]):  # cram.py copies it
-            raise ValueError(f"tokenizer_file {meta['tokenizer_file']!r} is not a file name in the folder itself")
-    except (OSError, ValueError, KeyError, TypeError) as e:  # JSON and UTF-8 errors are ValueErrors
-        die(f"no {path}: run `python prepare.py --out {data_dir}` first" if isinstance(e, FileNotFoundError) else
-            f"{path} is damaged ({type(e).__name__}: {e}): prepare the data again, or copy the good one there")
-    return meta
-
-
 def load_split(data_dir, split):
     """cram.py's reader: `split`.bin memory-mapped as an (N, T) uint16 array, checked against meta.json."""
     meta = read_meta(data_dir)  # a missing or damaged meta.json is a one-line error
@@ -181,28 +168,6 @@ def unigram_entropy(train, val, max_tokens=50_000_000):
     counts = np.bincount(np.asarray(train[:rows]).ravel(), minlength=vocab).astype(np.float64) + 1.0
     logp = np.log(counts / counts.sum())
     return float(-logp[np.asarray(val).ravel()].mean())
-
-
-def load_tokenizer(data_dir, vocab=None):
-    """A prepared set's tokenizer, or a Hugging Face folder's (hf_tokenizer). With vocab: the one a model was trained
-    with (cram.py copies meta.json and tokenizer.json beside ckpt.pt), checked against the model's vocabulary."""
-    fix = "pass --tokenizer_dir with the data the model was trained on" if vocab else "prepare the data again"
-    if is_hf_tokenizer_folder(Path(data_dir)):  # no meta.json but special_tokens_map.json or tokenizer_config.json
-        tok = hf_tokenizer(Path(data_dir))
-    elif vocab and not (Path(data_dir) / "meta.json").is_file():
-        die(f"no tokenizer in {data_dir} (meta.json missing): {fix}")
-    elif (meta := read_meta(data_dir)).get("tokenizer") == "gpt2":
-        tok = gpt2_tok()
-    else:
-        from tokenizers import Tokenizer  # meta.json is written last, so tokenizer.json is there
-        try:
-            tok = Tok("wordpiece", Tokenizer.from_file(str(Path(data_dir) / "tokenizer.json")))
-        except Exception as e:  # tokenizers raises a bare Exception: missing, not JSON, not a tokenizer
-            die(f"cannot load {data_dir}/tokenizer.json ({e}): {fix}, or copy the good one there")
-        tok.special = dict(meta["special_ids"])  # 0..4 for our WordPiece; a pre-tokenized set's own (<mask>, ...)
-    if vocab and tok.vocab_size != vocab:
-        die(f"the tokenizer in {data_dir} has {tok.vocab_size} tokens but the model was trained with {vocab}: {fix}")
-    return tok
 
 
 # Packing: [SEP] after each document, documents concatenated per split and cut into rows; then the "." curriculum.

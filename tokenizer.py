@@ -4,12 +4,14 @@
   library), uncased ASCII, the five special tokens at ids 0..4 (SPECIALS);
 - GPT-2's byte-level BPE (gpt2_tok; tiktoken), our special tokens just above its 50257 ids;
 - a Hugging Face tokenizer folder (hf_tokenizer): the paper's released model, or a folder official.py exported.
-prepare.load_tokenizer picks the one a prepared data set or a model folder was made with.
+load_tokenizer picks the one a folder holds: a prepared data set (its meta.json says which), a cram.py run's out/
+(meta.json and tokenizer.json beside ckpt.pt), or a Hugging Face folder.
 """
 import json
 import os
+from pathlib import Path
 
-from errors import die
+from errors import die, is_file_name
 
 SPECIALS = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}  # ids 0..4, in order
 
@@ -103,4 +105,41 @@ def hf_tokenizer(folder):
         tok.special[kind] = i
     single = (spec.get("post_processor") or {}).get("single") or [{}]
     tok.single_as_pair = single[0].get("SpecialToken", {}).get("id") != names["cls"]  # A <sep>: no <cls> first
+    return tok
+
+
+# Which tokenizer a folder holds: meta.json, the card prepare.py writes last for a set, names it.
+def read_meta(data_dir):
+    try:  # JSON, with every field that cram.py and finetune_glue.py read, of the type prepare.py writes
+        meta = json.loads((path := Path(data_dir) / "meta.json").read_text(encoding="utf-8"))
+        n, ids = meta["num_sequences"], meta["special_ids"]
+        if not all(type(v) is int for v in (meta["seq_len"], meta["vocab_size"], ids["mask"], n["train"], n["val"])):
+            raise ValueError("a count or an id is not a whole number")
+        if meta.get("tokenizer_file") is not None and not is_file_name(meta["tokenizer_file"]):  # cram.py copies it
+            raise ValueError(f"tokenizer_file {meta['tokenizer_file']!r} is not a file name in the folder itself")
+    except (OSError, ValueError, KeyError, TypeError) as e:  # JSON and UTF-8 errors are ValueErrors
+        die(f"no {path}: run `python prepare.py --out {data_dir}` first" if isinstance(e, FileNotFoundError) else
+            f"{path} is damaged ({type(e).__name__}: {e}): prepare the data again, or copy the good one there")
+    return meta
+
+
+def load_tokenizer(data_dir, vocab=None):
+    """A prepared set's tokenizer, or a Hugging Face folder's (hf_tokenizer). With vocab: the one a model was trained
+    with (cram.py copies meta.json and tokenizer.json beside ckpt.pt), checked against the model's vocabulary."""
+    fix = "pass --tokenizer_dir with the data the model was trained on" if vocab else "prepare the data again"
+    if is_hf_tokenizer_folder(Path(data_dir)):  # no meta.json but special_tokens_map.json or tokenizer_config.json
+        tok = hf_tokenizer(Path(data_dir))
+    elif vocab and not (Path(data_dir) / "meta.json").is_file():
+        die(f"no tokenizer in {data_dir} (meta.json missing): {fix}")
+    elif (meta := read_meta(data_dir)).get("tokenizer") == "gpt2":
+        tok = gpt2_tok()
+    else:
+        from tokenizers import Tokenizer  # meta.json is written last, so tokenizer.json is there
+        try:
+            tok = Tok("wordpiece", Tokenizer.from_file(str(Path(data_dir) / "tokenizer.json")))
+        except Exception as e:  # tokenizers raises a bare Exception: missing, not JSON, not a tokenizer
+            die(f"cannot load {data_dir}/tokenizer.json ({e}): {fix}, or copy the good one there")
+        tok.special = dict(meta["special_ids"])  # 0..4 for our WordPiece; a pre-tokenized set's own (<mask>, ...)
+    if vocab and tok.vocab_size != vocab:
+        die(f"the tokenizer in {data_dir} has {tok.vocab_size} tokens but the model was trained with {vocab}: {fix}")
     return tok
