@@ -4,6 +4,7 @@
     python bench.py --preset paper --micro_batch 32 --rounds 3   # CPU: also the fp32 matmul ceiling, same run
     python bench.py --preset tiny --hf                           # + Hugging Face BertForMaskedLM, same shape
     python bench.py --preset paper --narrow 4,8,12               # + NarrowBERT: the last N blocks narrow, each N
+    python bench.py --preset paper --profile                     # + where the step's time goes, kernel by kernel
     python bench.py --memory                                     # per-GPU bytes of DDP and --shard, by arithmetic
 
 Every candidate runs in the precision train() would pick here (hardware.amp_dtype: bf16 from Ampere on, fp16
@@ -39,6 +40,36 @@ def timed(fn, warmup, steps, device):
         fn()
     getattr(torch, device.type).synchronize()
     return (time.perf_counter() - t0) / steps
+
+
+KINDS = {"matmul": ("gemm", "nvjet", "cutlass", "xmma", "addmm", "aten::mm", "aten::bmm", "linear"),
+         "attention": ("flash", "fmha", "sdpa", "attention"), "optimizer": ("adam", "multi_tensor", "foreach"),
+         "fused by torch.compile (Triton)": ("triton",)}
+
+
+def profile(fn, device, steps=3):
+    """Where a step's time goes (torch.profiler): on a GPU its kernels' time, on a CPU its operators' own time, summed
+    by name and by kind (matmuls, attention, optimizer, compiled fusions, the rest). The first step of a change."""
+    from torch.profiler import ProfilerActivity
+    gpu = device.type == "cuda"
+    with torch.profiler.profile(activities=[ProfilerActivity.CPU] + [ProfilerActivity.CUDA] * gpu) as prof:
+        for _ in range(steps):
+            fn()
+        getattr(torch, device.type).synchronize()
+    if gpu:  # kernels; the optimizer's own range ("Optimizer.step#...") is a label over its kernels, not one
+        times = [(e.name, e.time_range.elapsed_us()) for e in prof.events()
+                 if e.device_type == torch.autograd.DeviceType.CUDA and "#" not in e.name]
+    else:
+        times = [(e.key, e.self_cpu_time_total) for e in prof.key_averages()]
+    by_name, by_kind = {}, {}
+    for name, us in times:
+        kind = next((k for k, words in KINDS.items() if any(w in name.lower() for w in words)), "other")
+        by_name[name], by_kind[kind] = by_name.get(name, 0) + us / steps, by_kind.get(kind, 0) + us / steps
+    total = sum(by_kind.values())
+    print(f"profile: {total / 1e3:.2f} ms of {'GPU kernels' if gpu else 'CPU operators'} a step, by kind: " +
+          ", ".join(f"{k} {100 * v / total:.1f}%" for k, v in sorted(by_kind.items(), key=lambda kv: -kv[1])))
+    for name, us in sorted(by_name.items(), key=lambda kv: -kv[1])[:12]:
+        print(f"  {100 * us / total:5.1f}%  {us / 1e3:8.3f} ms  {name[:110]}")
 
 
 def max_rss_gib():
@@ -150,6 +181,7 @@ def main(argv=None):
     p.add_argument("--narrow", default="", help="also time these NarrowBERT depths, e.g. 1 or 4,8,12 (cram --narrow)")
     p.add_argument("--matmul_size", type=int, default=4096, help="n of the n x n matmul that measures the ceiling")
     p.add_argument("--memory", action="store_true", help="print the memory arithmetic of DDP and --shard, and stop")
+    p.add_argument("--profile", action="store_true", help="also profile our step: its time by kernel and by kind")
     args = p.parse_args(argv)
     if args.memory:
         return memory()
@@ -223,6 +255,8 @@ def main(argv=None):
         print(f"narrow {n}: {tokens / med[f'narrow{n}']:10,.0f} tokens/s | {statistics.median(speedups):.2f}x the "
               f"tokens/s of narrow 0, {flops / work[f'narrow{n}']:.2f}x by FLOP count (median of {args.rounds}; "
               f"per round {', '.join(f'{s:.2f}' for s in speedups)})")
+    if args.profile:
+        profile(candidates["ours"], device)
     if cuda:  # what a training run with this micro-batch needs: weights, gradients, Adam moments, activations
         print("peak memory: " + ", ".join(f"{n} {max(m[1:]) / 2**30:.2f} GiB" for n, m in mem.items()) +
               " (CUDA allocated: each candidate's weights + the peak of its own steps)")

@@ -98,9 +98,9 @@ def predict(model, ids, args, device, progress=False):
     outs, dtype = [], amp_dtype(device)
     for chunk in tqdm(chunks, unit="batch", disable=not progress, leave=False, dynamic_ncols=True):
         with autocast(device, dtype):
-            outs.append(model(*collate([ids[i] for i in chunk], args.pad_id, device)).float().cpu().numpy())
+            outs.append(model(*collate([ids[i] for i in chunk], args.pad_id, device)).float())
     out = np.empty((len(ids), outs[0].shape[1]), dtype=np.float32)
-    out[order] = np.concatenate(outs)
+    out[order] = torch.cat(outs).cpu().numpy()  # one copy back at the end: the GPU never waits for the host
     return out
 
 

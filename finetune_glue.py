@@ -34,7 +34,7 @@ from tqdm import tqdm
 
 from classifier import GlueModel, check_save_dir, collate, decide, encode, predict, save_classifier
 from cram import CramError, CrammedBERT, pick_device
-from hardware import amp_dtype, autocast, run_info, safe_console
+from hardware import Replay, amp_dtype, autocast, run_info, safe_console
 from official import load_pretrained  # a cram.py checkpoint or the paper's released folder
 from tasks import (GLUE, INTERVAL_WORDS, baseline, compute_metrics, file_task, glue_task, interval, intervals,
                    load_task, one_row)
@@ -60,6 +60,9 @@ RULES = [("seeds epochs batch_size eval_batch_size head_hidden", lambda x: x >= 
          ("lr", lambda x: 0 < x < math.inf, "> 0 and finite"), ("pool", lambda x: x in ("cls", "mean"), "cls or mean"),
          ("beta1 beta2 dropout", lambda x: 0 <= x < 1, "in [0, 1)")]
 
+# The paper's protocol, for the projection of its time (pace): the rows of GLUE's official train.tsv files
+GLUE_TRAIN_ROWS = dict(cola=8551, sst2=67349, mrpc=3668, stsb=5749, qqp=363846, mnli=392702, qnli=104743, rte=2490)
+
 
 # ----------------------------------------------------------------------------------------------------------------
 # The schedule, fine-tuning, one task's runs (the model, GlueModel, and encode are in classifier.py).
@@ -84,33 +87,60 @@ def length_grouped(lengths, batch_size, gen, window=100):
     return [batches[i] for i in torch.randperm(len(batches), generator=gen).tolist()]
 
 
-def finetune(model, ids, labels, args, seed, device, desc):
+def finetune(model, ids, labels, args, seed, device, desc, pace=None):
     """args.epochs passes over (ids, labels) in batches of args.batch_size examples of similar length (length_grouped);
-    returns the last batch's loss."""
+    returns the last batch's loss. Every row is on the device once, and nothing is read back until the end, so the
+    host never waits for the GPU; on a CUDA GPU (bf16) each step is replayed as a CUDA graph (hardware.Replay), its
+    batch padded to a multiple of 32 tokens, so that a few shapes come back again and again. pace(seconds a step) is
+    called once, after the first 300 steps of a run long enough to time 200 more."""
     gen, lengths = torch.Generator().manual_seed(seed), [len(s) for s in ids]
     batches = [b for _ in range(args.epochs) for b in length_grouped(lengths, args.batch_size, gen)]
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(args.beta1, args.beta2),
-                                  eps=args.adam_eps, weight_decay=args.weight_decay, fused=device.type == "cuda")
-    targets = torch.tensor(labels.tolist()).to(device)  # once; STS-B's scores in float32: MPS has no float64
-    scaler = torch.amp.GradScaler(device.type, enabled=(dtype := amp_dtype(device)) == torch.float16)  # as cram.py
-    model.train()
-    bar = tqdm(batches, desc=desc, unit="step", leave=False, dynamic_ncols=True, disable=not sys.stderr.isatty())
-    for step, batch in enumerate(bar):  # a bar on a terminal only: in a redirected log it would fill every line
-        optimizer.param_groups[0]["lr"] = lr_at(step, len(batches), args.lr, args.warmup)  # one group: all weights
+    dtype = amp_dtype(device)
+    graphs = device.type == "cuda" and dtype == torch.bfloat16  # fp16 (T4, V100): GradScaler reads the host each step
+    lr = torch.tensor(args.lr, device=device) if graphs else args.lr  # a graph reads its lr from the GPU
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=(args.beta1, args.beta2), eps=args.adam_eps,
+                                  weight_decay=args.weight_decay, fused=device.type == "cuda", capturable=graphs)
+    scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)  # as cram.py
+
+    def step(batch_ids, pad_mask, y):
         with autocast(device, dtype):  # as in pretraining: bf16 from Ampere on, fp16 before it, else fp32
-            out = model(*collate([ids[i] for i in batch], args.pad_id, device)).float()     # (B, n_out)
-        y = targets[batch.to(device)]
+            out = model(batch_ids, pad_mask).float()                                     # (B, n_out)
         loss = F.mse_loss(out[:, 0], y.float()) if out.shape[1] == 1 else F.cross_entropy(out, y)
         optimizer.zero_grad(set_to_none=True)
         scaler.scale(loss).backward()
         scaler.step(optimizer)
         scaler.update()
+        return loss.detach()
+
+    run_step = Replay(step) if graphs else step
+    table, masks = collate(ids, args.pad_id, device)  # every row padded to the longest, (N, T), on the device once
+    targets = torch.tensor(labels.tolist()).to(device)  # STS-B's scores in float32: MPS has no float64
+    rows = torch.cat(batches).to(device)  # every step's row numbers, in one copy
+    model.train()
+    bar = tqdm(batches, desc=desc, unit="step", leave=False, dynamic_ncols=True, disable=not sys.stderr.isatty())
+    first = t0 = 0  # (a bar on a terminal only: in a redirected log it would fill every line)
+    for n, batch in enumerate(bar):
+        if graphs:  # the graph reads the lr from the GPU
+            lr.fill_(lr_at(n, len(batches), args.lr, args.warmup))
+        else:  # one group: all weights
+            optimizer.param_groups[0]["lr"] = lr_at(n, len(batches), args.lr, args.warmup)
+        width = max(lengths[i] for i in batch.tolist())  # the batch's longest example
+        if graphs:  # rounded up to a multiple of 32 tokens: a few shapes, each its own graph
+            width = min(-(-width // 32) * 32, table.shape[1])
+        idx, first = rows[first:first + len(batch)], first + len(batch)
+        loss = run_step(table[idx, :width], masks[idx, :width], targets[idx])
+        if pace and len(batches) > 500 and n in (300, 500):  # time steps 300 to 500: warmed up, graphs recorded
+            getattr(torch, device.type).synchronize()
+            if n == 500:
+                pace((time.perf_counter() - t0) / 200)
+            t0 = time.perf_counter()
     return loss.item()
 
 
-def run_task(task, train, devs, weights, cfg, tok, args, device, outputs, report, keep=False):
+def run_task(task, train, devs, weights, cfg, tok, args, device, outputs, report, keep=False, pace=None):
     """Fine-tune args.seeds times from weights (None: a random init); metrics and times go to report (its "table",
-    "results", "tasks"), the median seed's predictions to outputs, with keep its model to report["keep"]."""
+    "results", "tasks"), the median seed's predictions to outputs, with keep its model to report["keep"]; pace:
+    finetune's."""
     t0, preds, models, random_init = time.time(), [], [], weights is None  # per seed: {eval set: outputs}, weights
     train_ids, dev_ids = encode(tok, train, args.max_len), {n: encode(tok, d, args.max_len) for n, d in devs.items()}
     info = report["tasks"][task.name] = {"n_train": len(train_ids), "n_dev": {n: len(d) for n, d in dev_ids.items()},
@@ -123,7 +153,8 @@ def run_task(task, train, devs, weights, cfg, tok, args, device, outputs, report
         model = GlueModel(encoder, cfg.n_embd, len(task.labels or [0]), args.head_hidden, args.dropout, args.pool,
                           tok.special["sep"], train.b is not None).to(device)
         t1 = time.time()
-        info["final_loss"].append(finetune(model, train_ids, train.labels, args, seed, device, f"{task.name} {seed}"))
+        info["final_loss"].append(finetune(model, train_ids, train.labels, args, seed, device, f"{task.name} {seed}",
+                                           pace))
         info["train_s"].append(time.time() - t1)
         preds.append({name: decide(predict(model, ids, args, device)) for name, ids in dev_ids.items()})
         info["eval_s"].append(time.time() - t1 - info["train_s"][-1])
@@ -274,12 +305,27 @@ def run(args):
         print(f"task {task.name}: {kind}, text {[c for c in task.columns[:2] if c is not None]}, label "
               f"{task.columns[2]!r}, {len(train.a)} train rows{counts}")
     inits = [False, True] if args.vs_random else [args.random_init]  # random init: the no-pretraining baseline
+    steps = sum(math.ceil(len(train.a) / args.batch_size) for _, train, _ in data.values()) * args.epochs * \
+        args.seeds * len(inits)
+    print(f"this run: {steps:,} steps of {args.batch_size} examples ({count(args.seeds, 'seed')} x {args.epochs} "
+          f"epochs{' x 2 inits' * args.vs_random}); on {device}" + " each step a CUDA graph" * (
+              device.type == "cuda" and amp_dtype(device) == torch.bfloat16))
+    paced = {}
+
+    def pace(step_s):  # the first run that times 200 steps: this run's time, and the paper's protocol's, projected
+        protocol = sum(math.ceil(n / PAPER["batch_size"]) for n in GLUE_TRAIN_ROWS.values()) * PAPER["epochs"] * 5
+        if not paced:
+            paced.update(step_s=step_s, projected_s=steps * step_s, protocol_h=protocol * step_s / 3600)
+            print(f"pace: {1e3 * step_s:.2f} ms a step (batch {args.batch_size}, this task's lengths): this run's "
+                  f"{steps:,} steps ~ {steps * step_s / 60:.1f} min; the paper's GLUE protocol (8 tasks x 5 epochs x "
+                  f"5 seeds, {protocol:,} steps of 16) ~ {protocol * step_s / 3600:.1f} h at this pace (arithmetic: "
+                  "its tasks' lengths differ)")
     report = {init: {"table": {}, "baseline": {}, "results": {}, "tasks": {}, "draws": {}} for init in inits}
     outputs = {}
     for task, train, devs in data.values():
         for init in inits:  # the same data, seeds and recipe
             run_task(task, train, devs, None if init else pretrained.state_dict(), cfg, tok, args, device, outputs,
-                     report[init], keep=bool(args.save_model) and init == inits[0])
+                     report[init], keep=bool(args.save_model) and init == inits[0], pace=pace)
     r, total_s = report[inits[0]], time.time() - t_start  # r: the first row's (pretrained unless --random_init)
     titles = {s: f"{title} {task.metrics[0]}" for task, _, _ in data.values() for s, (title, _) in task.evals.items()}
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(t_start))  # this run's own files: an earlier run's stay
@@ -297,7 +343,7 @@ def run(args):
     outputs[f"{this}.md"] = outputs["glue.md"] = md
     outputs[f"{this}.json"] = outputs["glue.json"] = json.dumps({
         "checkpoint": os.path.abspath(args.ckpt), "random_init": inits[0], "recipe": args.recipe, "total_s": total_s,
-        "settings": vars(args), "run": info, "this_run": this, "intervals": INTERVALS, **r,
+        "settings": vars(args), "run": info, "this_run": this, "intervals": INTERVALS, "pace": paced, **r,
         "average": average(r["table"]), "average_over": list(r["table"]),
         **({f"random_init_{k}": v for k, v in report[True].items()} if args.vs_random else {}),
         **({"difference": compared} if compared else {})}, indent=1)

@@ -1,0 +1,121 @@
+"""The GPU check: everything a GPU changes, in one command of under 8 minutes on one H100-class GPU, and one page.
+
+    python gpu_check.py                          # the suite, bench, pretraining + resume, fine-tuning, the tools
+    python gpu_check.py --minutes 1 --skip tests # shorter: one minute of pretraining, no suite
+    python gpu_check.py --glue_dir GLUE          # also RTE from GLUE's TSV files (else the BBC News task alone)
+
+Each step is the command a user types, run as a process with its own time limit; what it printed goes to
+out/gpu_check/<step>.txt, and out/gpu_check/report.md gets a table: the machine, each command, its wall time, its exit
+code and the number it is there for (tokens/s and MFU, the fine-tuning pace and its projection of the paper's GLUE
+protocol). docs/gpu.md keeps the measured rows. Off a GPU it runs too (the paths, not the speed).
+"""
+import argparse
+import importlib.util
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent
+
+
+def steps(args, out):
+    """(name, limit in seconds, command, what to read from its output) for each step, in order."""
+    py, run, data = sys.executable, out / "run", out / "data"
+    paper = ["--preset", args.preset, "--data_dir", str(data), "--micro_batch", str(args.micro_batch), "--out_dir",
+             str(run), "--eval_every", "0.5"]
+    hours = args.minutes / 60
+    tune = ["--seeds", "1", "--out", str(out / "glue")]
+    xdist = ["-n", str(args.workers)] if importlib.util.find_spec("xdist") else []  # pytest-xdist, if installed
+    plan = [
+        ("tests", 300, [py, "-m", "pytest", "-q", *xdist, "-p", "no:cacheprovider", "tests"],
+         r"(\d+ passed.*?) in ([\d.]+)s"),
+        ("bench", 150, [py, "bench.py", "--preset", args.preset, "--micro_batch", str(args.micro_batch), "--hf",
+                        "--steps", "20", "--rounds", "2"], r"ours: +([\d,]+ tokens/s).*?(MFU [\d.]+%)"),
+        ("prepare", 120, [py, "prepare.py", "--out", str(data)], r"(\d[\d,]* sequences)"),
+        ("pretrain", 60 + 1.5 * 60 * args.minutes, [py, "cram.py", *paper, "--budget_hours", f"{hours * 2 / 3:.4f}"],
+         None),
+        ("resume", 60 + 60 * args.minutes, [py, "cram.py", *paper, "--budget_hours", f"{hours:.4f}", "--resume"],
+         None),
+        ("examples", 60, [py, "examples/bbc_news.py", "--out", str(out / "bbc_news")], None),
+        ("finetune", 180, [py, "finetune_glue.py", str(run / "ckpt.pt"), "--train_file", str(out / "bbc_news/train.csv"),
+                           "--validation_file", str(out / "bbc_news/dev.csv"), "--save_model", str(out / "classifier"),
+                           *tune], r"pace: (.*?ms a step).*?(protocol.*? ~ [\d.]+ h)"),
+        ("classify", 60, [py, "classify.py", str(out / "classifier"), "Shares rose after record profits"], None),
+        ("fill_mask", 60, [py, "fill_mask.py", str(run / "ckpt.pt"), "the government said the [MASK] would rise ."],
+         None),
+    ]
+    if args.glue_dir:
+        plan.append(("glue_rte", 180, [py, "finetune_glue.py", str(run / "ckpt.pt"), "--glue_dir", args.glue_dir,
+                                       "--tasks", "rte", *tune], r"pace: (.*?ms a step)"))
+    return [p for p in plan if p[0] not in args.skip.split(",")]
+
+
+def steady(run):
+    """The pretraining log's pace at full batch: the median tokens/s and MFU of its last 10 steps."""
+    lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
+    last = [m for m in lines if "tok_s" in m][-10:]
+    if not last:
+        return ""
+    tok_s = sorted(m["tok_s"] for m in last)[len(last) // 2]
+    mfu = re.findall(r"mfu +([\d.]+%|n/a)", (run / "log.txt").read_text(encoding="utf-8"))[-10:]
+    return f"{tok_s:,.0f} tokens/s, MFU {sorted(mfu)[len(mfu) // 2]} (median of the last 10 steps, batch " \
+           f"{last[-1]['batch']})"
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", default="out/gpu_check", help="where the report and each step's output go")
+    p.add_argument("--minutes", type=float, default=2.0, help="minutes of pretraining budget, a third after resume")
+    p.add_argument("--micro_batch", type=int, default=256, help="cram.py's and bench.py's micro-batch")
+    p.add_argument("--preset", default="paper", help="cram.py's preset (tiny: a dry run of the paths on a CPU)")
+    p.add_argument("--workers", type=int, default=8, help="pytest-xdist workers for the suite")
+    p.add_argument("--glue_dir", help="GLUE's TSV folder: also fine-tune RTE")
+    p.add_argument("--skip", default="", help="steps to leave out, comma-separated (e.g. tests,bench)")
+    args = p.parse_args(argv)
+    out = Path(args.out).resolve()
+    if (out / "run" / "ckpt.pt").exists():
+        sys.exit(f"gpu_check.py: error: {out} holds an earlier check's run: pass another --out, or delete it")
+    out.mkdir(parents=True, exist_ok=True)
+    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "no CUDA GPU"
+    head = f"{gpu} | torch {torch.__version__} | Python {platform.python_version()} | {os.cpu_count()} cores | " \
+           f"{time.strftime('%Y-%m-%d %H:%M')}"
+    rows, codes, start = [], [], time.time()
+    print(head, flush=True)
+    for name, limit, command, pattern in steps(args, out):
+        t0 = time.time()
+        try:
+            done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, encoding="utf-8",
+                                  errors="replace", timeout=limit)
+            text, code = done.stdout + done.stderr, done.returncode
+        except subprocess.TimeoutExpired as e:  # its output so far comes as bytes
+            text = b"".join(x or b"" for x in (e.stdout, e.stderr)).decode("utf-8", "replace")
+            text, code = text + f"\n(stopped at its limit of {limit:.0f} s)", "timeout"
+        seconds = time.time() - t0
+        (out / f"{name}.txt").write_text(text, encoding="utf-8")
+        found = re.search(pattern, text, re.S) if pattern else None
+        number = " | ".join(found.groups()) if found else ""
+        if name in ("pretrain", "resume") and (out / "run" / "metrics.jsonl").exists():
+            number = steady(out / "run")
+        rows.append(f"| {name} | `{' '.join(Path(c).name if c == sys.executable else c for c in command)}` | "
+                    f"{seconds:.0f} | {code} | {number} |")
+        codes.append(code)
+        print(f"{name}: exit {code}, {seconds:.0f} s {number}", flush=True)
+        if code != 0:
+            print("\n".join(text.splitlines()[-15:]), flush=True)
+    report = "\n".join([f"# GPU check: {head}", "", "| step | command | seconds | exit | number |",
+                        "|---|---|---:|---|---|", *rows, "",
+                        f"Total {time.time() - start:.0f} s. Each step's output: {out}/<step>.txt."]) + "\n"
+    (out / "report.md").write_text(report, encoding="utf-8")
+    print("\n" + report)
+    return 0 if all(code == 0 for code in codes) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
