@@ -21,8 +21,8 @@ import cram  # noqa: E402
 from cram import Config, CrammedBERT, batch_size_at, lr_at, mask_tokens, sinusoidal_table  # noqa: E402
 
 TINY = dict(n_layer=2, n_embd=32, n_head=2, ffn_hidden=64)
-TINY_FLAGS = ["--n_layer", "2", "--n_embd", "32", "--n_head", "2", "--ffn_hidden", "64", "--micro_batch", "4",
-              "--batch_size", "8", "--eval_seqs", "16", "--eval_every", "0.5", "--device", "cpu"]
+TINY_FLAGS = ["--preset", "tiny", "--n_layer", "2", "--n_embd", "32", "--n_head", "2", "--ffn_hidden", "64",
+              "--micro_batch", "4", "--batch_size", "8", "--eval_seqs", "16", "--eval_every", "0.5", "--device", "cpu"]
 
 
 def write_data(folder, n_train=64, n_val=8, T=32, vocab=64, seed=0):
@@ -43,8 +43,9 @@ def write_data(folder, n_train=64, n_val=8, T=32, vocab=64, seed=0):
 
 
 def run_cram(*args, check=True, **kw):
-    p = subprocess.run([sys.executable, str(ROOT / "cram.py"), *args], capture_output=True, text=True,
-                       cwd=ROOT, **kw)
+    """cram.py as a process, on the CPU with the tiny preset whatever the machine has (args, later, may say else)."""
+    p = subprocess.run([sys.executable, str(ROOT / "cram.py"), "--device", "cpu", "--preset", "tiny", *args],
+                       capture_output=True, text=True, cwd=ROOT, **kw)
     if check:
         assert p.returncode == 0, p.stderr[-3000:]
     return p

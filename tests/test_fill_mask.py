@@ -20,9 +20,9 @@ from cram import load_model  # noqa: E402
 
 TIKTOKEN_DIR = ROOT.parent / "shared/data/tiktoken"
 FILLER = "the cat sat on the mat and a dog ran in the park with her old friend over there".split()
-TINY = ["--n_layer", "1", "--n_embd", "32", "--n_head", "2", "--ffn_hidden", "64", "--micro_batch", "8",
-        "--batch_size", "8", "--max_steps", "150", "--lr", "1e-2", "--eval_every", "0.5", "--eval_seqs", "8",
-        "--device", "cpu"]
+TINY = ["--preset", "tiny", "--n_layer", "1", "--n_embd", "32", "--n_head", "2", "--ffn_hidden", "64",
+        "--micro_batch", "8", "--batch_size", "8", "--max_steps", "150", "--lr", "1e-2", "--eval_every", "0.5",
+        "--eval_seqs", "8", "--device", "cpu"]
 
 
 @pytest.fixture(scope="module")
@@ -132,8 +132,8 @@ def test_a_checkpoint_without_its_tokenizer_is_a_one_line_error(ckpt, tmp_path):
 def test_a_damaged_meta_json_beside_the_checkpoint_is_a_one_line_error(ckpt, tmp_path):
     shutil.copytree(ckpt.parent, tmp_path / "run")
     (tmp_path / "run" / "meta.json").write_bytes(np.random.default_rng(0).bytes(400))
-    p = subprocess.run([sys.executable, str(ROOT / "fill_mask.py"), str(tmp_path / "run" / "ckpt.pt"), "a [MASK]"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    p = subprocess.run([sys.executable, str(ROOT / "fill_mask.py"), str(tmp_path / "run" / "ckpt.pt"), "a [MASK]",
+                        "--device", "cpu"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert p.returncode != 0 and "Traceback" not in p.stderr, p.stderr
     assert p.stderr.strip().splitlines()[-1].startswith("fill_mask.py: error:") and "meta.json is damaged" in p.stderr
 
@@ -154,8 +154,8 @@ def test_a_missing_checkpoint_and_a_bad_top_k_are_one_line_errors(ckpt, tmp_path
 
 def test_the_command_line_prints_predictions_and_exits_non_zero_on_bad_input(ckpt):
     def run(*args):
-        return subprocess.run([sys.executable, str(ROOT / "fill_mask.py"), str(ckpt), *args], cwd=ROOT,
-                              capture_output=True, text=True, timeout=120)
+        return subprocess.run([sys.executable, str(ROOT / "fill_mask.py"), str(ckpt), *args, "--device", "cpu"],
+                              cwd=ROOT, capture_output=True, text=True, timeout=120)
     good, bad = run("the capital of france is [MASK] .", "--top_k", "2"), run("no mask")
     assert good.returncode == 0 and good.stdout.splitlines()[3].startswith("  [MASK] 1: paris "), good.stderr
     assert bad.returncode != 0 and "Traceback" not in bad.stderr

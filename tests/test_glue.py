@@ -455,8 +455,8 @@ def bad_runs(ckpt, glue, tmp_path_factory):
     }
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}  # the hub fails at once instead of after retries
     def run(args):
-        p = subprocess.run([sys.executable, str(ROOT / "finetune_glue.py"), *map(str, args)], cwd=ROOT, env=env,
-                           capture_output=True, text=True, timeout=120)
+        p = subprocess.run([sys.executable, str(ROOT / "finetune_glue.py"), "--device", "cpu", *map(str, args)],
+                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
         return p.returncode, p.stderr
     with ThreadPoolExecutor(2) as pool:
         return dict(zip(cases, pool.map(run, cases.values())))

@@ -256,7 +256,7 @@ def test_a_classifier_kept_from_the_release_carries_its_tokenizer_and_classify_u
     _, _, tok = classify.load_classifier(tmp_path / "model")
     assert tok.special == prepare.load_tokenizer(TINY, 1024).special and tok.single_as_pair
     capsys.readouterr()
-    classify.main([str(tmp_path / "model"), "--input", str(tmp_path / "train.csv")])
+    classify.main(["--device", "cpu", str(tmp_path / "model"), "--input", str(tmp_path / "train.csv")])
     predicted = json.loads((tmp_path / "model" / "classifier.json").read_text(encoding="utf-8"))["dev"]["acc"]
     printed = capsys.readouterr().out.split("(fine-tuning's dev set")[0]
     assert f"acc {predicted:.2f}" in printed and "on the 8 labelled rows" in printed
@@ -346,7 +346,7 @@ def test_a_fine_tune_and_its_kept_classifier_give_the_same_numbers_from_the_expo
                  str(tmp_path / "train.csv"), "--save_model", str(tmp_path / name), "--epochs", "2", "--seeds", "1",
                  "--device", "cpu", "--out", str(tmp_path / f"out_{name}")])
         capsys.readouterr()
-        classify.main([str(tmp_path / name), "--input", str(tmp_path / "train.csv"), "--output",
+        classify.main(["--device", "cpu", str(tmp_path / name), "--input", str(tmp_path / "train.csv"), "--output",
                        str(tmp_path / f"{name}.csv")])
         printed.append(capsys.readouterr().out)
     reports = [json.loads((tmp_path / f"out_{n}" / "glue.json").read_text(encoding="utf-8"))

@@ -126,7 +126,7 @@ def test_a_stray_n_a_in_float_labels_keeps_the_regression_its_rows_skipped_and_n
     assert "train.csv: skipped 1 malformed rows (line 6: the label 'N/A' is not a number)" in err
     assert "dev.csv: skipped 1 malformed rows (line 8: the label 'N/A' is not a number)" in err
     assert [t["n_train"] for t in json.loads((tmp_path / "glue.json").read_text("utf-8"))["tasks"].values()] == [23]
-    classify.main([str(tmp_path / "m"), "--input", dev])
+    classify.main(["--device", "cpu", str(tmp_path / "m"), "--input", dev])
     out, err = capsys.readouterr()
     assert "dev.csv: 1 rows whose label is not a number are left out of the metric (the first: line 8, 'N/A')" in err
     assert "on the 13 labelled rows of" in out and "pearson" in out
@@ -197,7 +197,7 @@ def test_own_task_fine_tunes_reports_metrics_and_baseline_and_keeps_the_median_s
 def test_classify_on_the_validation_file_reproduces_the_fine_tuning_predictions_and_metric(kept, capsys):
     tmp, _, dev, _ = kept
     out = tmp / "labelled.csv"
-    classify.main([str(tmp / "model"), "--input", dev, "--output", str(out)])
+    classify.main(["--device", "cpu", str(tmp / "model"), "--input", dev, "--output", str(out)])
     printed = capsys.readouterr().out
     info = json.loads((tmp / "model" / "classifier.json").read_text(encoding="utf-8"))
     assert f"acc {info['dev']['acc']:.2f}" in printed.split("(fine-tuning's dev set")[0]
@@ -215,7 +215,7 @@ def test_classify_writes_any_format_and_scores_only_labels_it_knows(kept, capsys
     for name, expected in [("unknown.json", "no metric: the label 'weather'"), ("nolabel.tsv", "wrote 3")]:
         source = write(tmp / name, [{k: v for k, v in r.items() if name == "unknown.json" or k != "label"}
                                     for r in items])
-        classify.main([str(tmp / "model"), "--input", source])
+        classify.main(["--device", "cpu", str(tmp / "model"), "--input", source])
         printed = capsys.readouterr().out
         assert expected in printed and "fine-tuning's dev set" not in printed
         out = Path(source).with_suffix(".predicted" + Path(source).suffix)
@@ -227,7 +227,8 @@ def test_classify_writes_any_format_and_scores_only_labels_it_knows(kept, capsys
 def test_classify_labels_texts_given_on_the_command_line_with_sep_between_a_pair(kept, capsys):
     tmp, _, dev, _ = kept
     first = tasks.read_table(dev)[1][0][1]
-    shown = classify.main([str(tmp / "model"), f"{first['sentence1']} [SEP] {first['sentence2']}", "cat [SEP] dog"])
+    shown = classify.main(["--device", "cpu", str(tmp / "model"), f"{first['sentence1']} [SEP] {first['sentence2']}",
+                           "cat [SEP] dog"])
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(shown) == 2 and all(label in TOPICS for label in shown)
     assert lines[0].split("\t")[0] == shown[0] and 0 < float(lines[0].split("\t")[1]) <= 1
@@ -243,7 +244,7 @@ def test_a_regression_is_kept_and_classify_prints_the_value(ckpt, tmp_path, caps
              "--save_model", str(tmp_path / "m"), "--out", str(tmp_path), *FAST])
     assert json.loads((tmp_path / "m" / "classifier.json").read_text(encoding="utf-8"))["type"] == "regression"
     capsys.readouterr()
-    values = classify.main([str(tmp_path / "m"), "the cat sat", "a dog"])
+    values = classify.main(["--device", "cpu", str(tmp_path / "m"), "the cat sat", "a dog"])
     assert all(isinstance(v, float) for v in values)
     assert capsys.readouterr().out.splitlines()[0] == f"{values[0]:.4f}\tthe cat sat"
 
@@ -251,8 +252,9 @@ def test_a_regression_is_kept_and_classify_prints_the_value(ckpt, tmp_path, caps
 # ---------------------------------------------------------------------------------------------- bad input
 
 def one_line(args, script="finetune_glue.py"):
-    p = subprocess.run([sys.executable, str(ROOT / script), *map(str, args)], capture_output=True, text=True,
-                       timeout=120, cwd=ROOT)
+    """The last line a tool prints to stderr as it exits non-zero, on the CPU whatever the machine has."""
+    p = subprocess.run([sys.executable, str(ROOT / script), "--device", "cpu", *map(str, args)], capture_output=True,
+                       text=True, timeout=120, cwd=ROOT)
     assert p.returncode != 0 and "Traceback" not in p.stderr, p.stderr
     return p.stderr.strip().splitlines()[-1]
 
@@ -323,9 +325,9 @@ def test_classify_never_replaces_an_existing_file_without_overwrite_the_default_
         target.write_text("my notes\n", encoding="utf-8")
         flags = ["--output", str(target)] if target == notes else []
         with pytest.raises(SystemExit, match=f"{re.escape(str(target))} exists: .* add --overwrite"):
-            classify.main([str(tmp / "model"), "--input", source, *flags])
+            classify.main(["--device", "cpu", str(tmp / "model"), "--input", source, *flags])
         assert target.read_text(encoding="utf-8") == "my notes\n" and "wrote" not in capsys.readouterr().out
-    classify.main([str(tmp / "model"), "--input", source, "--overwrite"])
+    classify.main(["--device", "cpu", str(tmp / "model"), "--input", source, "--overwrite"])
     assert tasks.read_table(str(default))[0][-2:] == ["prediction", "probability"]
 
 
@@ -427,12 +429,13 @@ def test_classify_writes_every_row_keeps_json_types_and_scores_falsy_labels(ckpt
     fg.main([str(ckpt), "--train_file", train, "--validation_file", train, "--save_model", str(tmp_path / "m"),
              "--out", str(tmp_path), "--epochs", "1", "--seeds", "1", "--device", "cpu"])
     dev = write(tmp_path / "dev.jsonl", items[:5] + [{"text": " ", "label": 0}] + items[5:])
-    classify.main([str(tmp_path / "m"), "--input", dev, "--output", str(tmp_path / "new" / "out.json")])
+    classify.main(["--device", "cpu", str(tmp_path / "m"), "--input", dev, "--output",
+                   str(tmp_path / "new" / "out.json")])
     printed = capsys.readouterr()
     written = json.loads((tmp_path / "new" / "out.json").read_text(encoding="utf-8"))
     assert len(written) == 13 and written[5]["prediction"] == "" and "on the 12 labelled rows" in printed.out
     assert all(isinstance(r["prediction"], int) for r in written if r["text"].strip())
-    classify.main([str(tmp_path / "m"), "--input", str(tmp_path / "new" / "out.json")])  # its own output again
+    classify.main(["--device", "cpu", str(tmp_path / "m"), "--input", str(tmp_path / "new" / "out.json")])  # again
     again = json.loads((tmp_path / "new" / "out.predicted.json").read_text(encoding="utf-8"))
     assert list(again[0]) == ["text", "label", "prediction", "probability"]
 

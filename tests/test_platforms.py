@@ -354,7 +354,7 @@ def ckpt(tmp_path_factory):
 
 
 def test_fill_mask_prints_a_sentence_and_tokens_cp1252_lacks_to_a_redirected_file(cp1252, ckpt):
-    argv = [str(ckpt), "Ω ran on the [MASK] .", "--top_k", str(5 + len(WORDS))]  # every token: ω and 日 among them
+    argv = [str(ckpt), "Ω ran on the [MASK] .", "--top_k", str(5 + len(WORDS)), "--device", "cpu"]  # all: ω, 日 too
     p = as_on_windows(cp1252, f"import fill_mask\nfill_mask.main({argv!r})\n")
     assert b"\\u03a9 ran on the [MASK] ." in p.stdout and b"\\u03c9 " in p.stdout and b"\\u65e5 " in p.stdout
 

@@ -122,7 +122,8 @@ def test_a_ten_row_dev_set_shows_its_intervals_what_one_row_is_worth_and_whether
     assert line.split("|")[2].strip() == (f"{diff['value']:+.1f} [{diff['interval'][0]:+.1f}, "
                                           f"{diff['interval'][1]:+.1f}]" + " within the noise" * diff["within_noise"])
 
-    classify.main([str(tmp_path / "model"), "--input", str(student / "dev.csv"), "--output", str(tmp_path / "l.csv")])
+    classify.main(["--device", "cpu", str(tmp_path / "model"), "--input", str(student / "dev.csv"), "--output",
+                   str(tmp_path / "l.csv")])
     printed = capsys.readouterr().out
     assert f"acc {100 * right / 10:.2f} [{low:.1f}, {high:.1f}]" in printed
     assert "one dev row is worth 10.0 points of accuracy here (10 rows)" in printed and "Wilson" in printed
