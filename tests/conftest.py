@@ -1,11 +1,44 @@
-"""What several test files share: a tiny checkpoint in cram.py's layout, with its tokenizer beside it."""
+"""What several test files share: a tiny checkpoint in cram.py's layout, with its tokenizer beside it; a free port for
+torchrun; and the machine every test runs on, the same whatever the machine has:
+
+- the CPU. A test not marked `cuda` sees no CUDA GPU: torch.cuda.is_available() says False in this process, and
+  CUDA_VISIBLE_DEVICES="" hides the GPU from every process a test starts (cram.py, torchrun, the lesson's kernel),
+  so --device auto is the CPU and --preset auto is tiny, as on a laptop. Apple's GPU (mps) is left as torch reports
+  it. A test may still simulate a GPU with its own monkeypatch (tests/test_gpu_paths.py): it runs after this one.
+- `@pytest.mark.cuda`: a test that needs the real GPU, and sees it; skipped, with the reason, where there is none.
+- its share of the cores: under pytest-xdist (-n N) each worker's torch, and each process a test starts
+  (OMP_NUM_THREADS), takes cores / N threads, not all of them each.
+- every script a test starts names its device, and cram.py and bench.py their preset: a command line that leaves
+  them to the machine fails the test that starts it (pinned_popen), here as on a GPU machine.
+"""
 import dataclasses
 import json
+import os
+import shlex
+import socket
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-import torch
+
+WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", 0))  # set by pytest-xdist in each worker, before this runs
+if WORKERS:
+    CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    THREADS = max(1, CORES // WORKERS)
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "RAYON_NUM_THREADS"):  # torch's; the tokenizers' (Rust)
+        os.environ[name] = str(THREADS)  # before torch starts its thread pool, and inherited by every subprocess
+
+import torch  # noqa: E402
+
+if WORKERS:
+    torch.set_num_threads(THREADS)
+
+# Asked once, before anything hides the GPU. On a GPU machine this also starts CUDA's driver, which reads
+# CUDA_VISIBLE_DEVICES only then: hiding the GPU later (pin_the_cpu) leaves it to this process's `cuda` tests.
+REAL_CUDA = torch.cuda.is_available()
+REAL = {name: getattr(torch.cuda, name) for name in ("is_available", "device_count")}
+REAL_VISIBLE = os.environ.get("CUDA_VISIBLE_DEVICES")
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -14,6 +47,101 @@ from cram import Config, CrammedBERT  # noqa: E402
 WORDS = ("the a cat dog sat on mat is not good bad movie film he said \" ' , . ? ! yes no man woman play "
          "plays playing ran runs quickly why what who where how it was were").split()
 
+
+# ---------------------------------------------------------------------------------------------- the machine
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "cuda: needs a CUDA GPU and sees it (other tests see none); skipped without")
+
+
+def pytest_collection_modifyitems(config, items):
+    skip = pytest.mark.skip(reason="needs a CUDA GPU: torch.cuda.is_available() is False here")
+    for item in items:
+        if item.get_closest_marker("cuda") and not REAL_CUDA:
+            item.add_marker(skip)
+
+
+# Project scripts that choose for themselves unless told: their device (--device auto: CUDA, else mps, else the
+# CPU) and, for cram.py and bench.py, their preset (--preset auto: paper on CUDA, else tiny).
+CHOOSES = {"cram.py": ("--device", "--preset"), "bench.py": ("--device", "--preset"), "finetune_glue.py": ("--device",),
+           "fill_mask.py": ("--device",), "classify.py": ("--device",)}
+
+
+def unpinned(args, env=None):
+    """Why a command a test starts would let the machine choose (a line), or None. args and env as subprocess.Popen
+    takes them; only Python commands (and torchrun) are judged, and `--help` chooses nothing."""
+    if isinstance(args, (bytes, os.PathLike)):
+        args = [args]
+    words = shlex.split(args) if isinstance(args, str) else [os.fsdecode(a) for a in args]
+    if not words or not (words[0] == sys.executable or Path(words[0]).name.startswith(("python", "torchrun"))):
+        return None
+    if (os.environ if env is None else env).get("CUDA_VISIBLE_DEVICES") != "":
+        return ("its environment shows it the GPU (no CUDA_VISIBLE_DEVICES=\"\"): build env from os.environ, "
+                "env={**os.environ, ...}")
+    if "--help" in words or "-h" in words:
+        return None
+    for word in words:
+        missing = [flag for flag in CHOOSES.get(Path(word).name, ()) if flag not in words]
+        if missing:
+            return f"{Path(word).name} is started without {' and '.join(missing)} (say --device cpu, --preset tiny)"
+    return None
+
+
+REAL_POPEN_INIT = subprocess.Popen.__init__
+
+
+def pinned_popen(self, args, *rest, **kw):
+    """subprocess.Popen (so subprocess.run too) in the tests: a command that would let the machine choose is refused."""
+    if PINNED and (why := unpinned(args, kw.get("env"))):
+        pytest.fail(f"a test started {args!r}, which would pick its own device or preset on a GPU machine: {why}",
+                    pytrace=False)
+    REAL_POPEN_INIT(self, args, *rest, **kw)
+
+
+PINNED = False  # True while a test that is not marked `cuda` (or a fixture of one) runs
+
+
+@pytest.fixture(scope="session", autouse=True)
+def pin_the_cpu():
+    """For the whole session, fixtures of every scope included: no CUDA, in this process and in those it starts."""
+    global PINNED
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(torch.cuda, "is_available", lambda: False)
+        m.setattr(torch.cuda, "device_count", lambda: 0)
+        m.setenv("CUDA_VISIBLE_DEVICES", "")
+        m.setattr(subprocess.Popen, "__init__", pinned_popen)
+        PINNED = True
+        yield
+        PINNED = False
+
+
+@pytest.fixture(autouse=True)
+def cuda_tests_see_the_gpu(request, monkeypatch):
+    """A test marked `cuda` (run only where there is a GPU) gets it back, and may start what it likes."""
+    global PINNED
+    if request.node.get_closest_marker("cuda") is None:
+        yield
+        return
+    for name, real in REAL.items():
+        monkeypatch.setattr(torch.cuda, name, real)
+    if REAL_VISIBLE is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", REAL_VISIBLE)
+    PINNED = False
+    yield
+    PINNED = True
+
+
+def free_port():
+    """A TCP port free on this machine now, the kernel's pick, for torchrun's --master_port: tests running in
+    parallel (pytest -n) each get their own, where fixed numbers collided."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ---------------------------------------------------------------------------------------------- a tiny checkpoint
 
 @pytest.fixture(scope="session")
 def ckpt(tmp_path_factory):

@@ -1,7 +1,9 @@
 """The GPU paths, tested on a CPU: device decisions are functions of what torch reports (monkeypatched here to a
 T4, an A100, an H100), fp16 and bf16 run under CPU autocast, DDP and --shard (ZeRO-3 through FSDP2) run as two gloo
-processes, and checkpoints are loaded as a GPU run loads them."""
+processes, and checkpoints are loaded as a GPU run loads them. Last, the tests' own machine: every test not marked
+`cuda` gets the CPU and the tiny preset, whatever the machine has (conftest.py)."""
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -602,3 +604,74 @@ def test_shard_gathers_weights_in_the_autocast_dtype_on_gpus_and_reduces_gradien
         assert (p.param_dtype, p.reduce_dtype, p.cast_forward_inputs) == (dtype, torch.float32, False)
     monkeypatch.setattr(hardware, "amp_dtype", lambda device: None)  # the CPU: fp32 throughout, as DDP
     assert hardware.shard_policy(torch.device("cpu")).param_dtype is None
+
+
+# ---------------------------------------------------------------------------------------------- the tests' machine
+
+SIMULATED_GPU = """
+import os, sys
+import torch
+torch.cuda.is_available = lambda: os.environ.get("CUDA_VISIBLE_DEVICES") != ""  # a GPU, unless the environment hides it
+sys.path.insert(0, sys.argv[1])
+import cram
+print(cram.parse_config([]).preset, cram.pick_device("auto").type)
+"""
+
+
+def test_on_a_gpu_machine_a_test_and_each_process_it_starts_still_get_the_cpu_and_the_tiny_preset():
+    """conftest.py's pin_the_cpu: the suite answers on a GPU machine as on a CPU. There --device auto is CUDA (bf16)
+    and --preset auto the paper's 120M-parameter model, so a test that left them to the machine got other answers,
+    slowly (issue 42). In this process torch sees no GPU; in a process a test starts, on a simulated GPU machine
+    (its torch sees CUDA unless CUDA_VISIBLE_DEVICES hides it), auto is the tiny preset and not CUDA."""
+    assert not torch.cuda.is_available() and torch.cuda.device_count() == 0
+    assert cram.parse_config([]).preset == "tiny" and cram.pick_device("auto").type in ("cpu", "mps")
+    p = subprocess.run([sys.executable, "-c", SIMULATED_GPU, str(ROOT)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-3000:]
+    preset, device = p.stdout.split()
+    assert preset == "tiny" and device in ("cpu", "mps")  # Apple's GPU stays as torch reports it
+
+
+def test_a_tool_a_test_starts_without_naming_its_device_and_preset_fails_that_test():
+    """conftest.py's pinned_popen: each script a test starts names its device (cram.py and bench.py: its preset too)
+    and runs with the GPU hidden, so a reader sees what it runs on, and a test that leaves it to the machine fails
+    here, on a CPU, instead of only on a GPU machine (issue 42: fill_mask's pretraining had no --preset,
+    finetune_glue.py's bad-input runs no --device)."""
+    import conftest
+    cram_py, pinned = str(ROOT / "cram.py"), ["--device", "cpu", "--preset", "tiny"]
+    assert "cram.py is started without --device and --preset" in conftest.unpinned([sys.executable, cram_py, "--x"])
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", cram_py, "--device", "cpu"]
+    assert "cram.py is started without --preset" in conftest.unpinned(torchrun)
+    assert "without --device" in conftest.unpinned(f"{sys.executable} {ROOT / 'finetune_glue.py'} out/ckpt.pt")
+    assert "shows it the GPU" in conftest.unpinned([sys.executable, cram_py, *pinned], env={"PATH": "/usr/bin"})
+    assert conftest.unpinned([sys.executable, cram_py, *pinned], env={**os.environ, "X": "1"}) is None
+    assert conftest.unpinned([sys.executable, cram_py, "--help"]) is None and conftest.unpinned(["git", "log"]) is None
+    with pytest.raises(pytest.fail.Exception, match="fill_mask.py is started without --device"):
+        subprocess.run([sys.executable, str(ROOT / "fill_mask.py"), "out/ckpt.pt", "a [MASK] ."])
+
+
+def test_under_pytest_xdist_each_worker_and_what_it_starts_take_their_share_of_the_cores_not_all_of_them():
+    """conftest.py: under `pytest -n N`, N workers times all the cores' threads each made 16 cores run 128 threads."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", 0))
+    if not workers:
+        pytest.skip("not under pytest-xdist: the threads are torch's own choice")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert torch.get_num_threads() == max(1, cores // workers) == int(os.environ["OMP_NUM_THREADS"])
+    p = subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"], capture_output=True,
+                       text=True, timeout=120)
+    assert int(p.stdout) == max(1, cores // workers), p.stderr[-3000:]
+
+
+@pytest.mark.cuda
+def test_a_test_marked_cuda_sees_the_gpu_and_so_do_the_processes_it_starts():
+    """The `cuda` marker (conftest.py): skipped without a GPU; with one, the test, and what it starts, see it."""
+    assert torch.cuda.is_available() and os.environ.get("CUDA_VISIBLE_DEVICES") != ""
+    torch.manual_seed(0)
+    model = cram.CrammedBERT(cram.Config(n_layer=1, n_embd=32, n_head=2, ffn_hidden=64), 50, 16).eval()
+    ids = torch.randint(5, 50, (2, 16))
+    inputs, positions, _ = cram.mask_tokens(ids, 4, 50, 0.25, torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        expected, got = model(inputs, positions), model.cuda()(inputs.cuda(), positions.cuda())
+    assert got.device.type == "cuda" and torch.allclose(got.cpu(), expected, atol=1e-3)
+    p = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.is_available())"], capture_output=True,
+                       text=True, timeout=120)
+    assert p.stdout.strip() == "True", p.stderr[-3000:]
