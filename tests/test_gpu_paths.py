@@ -16,6 +16,7 @@ import torch
 
 from test_cram import ROOT, TINY_FLAGS, write_data
 from test_glue import write_task
+from conftest import free_port
 import cram  # noqa: E402  (test_cram put the project on sys.path)
 import fill_mask  # noqa: E402
 import finetune_glue  # noqa: E402
@@ -180,14 +181,14 @@ def test_out_of_memory_is_one_line_naming_micro_batch_and_resume_takes_a_smaller
 
 # ---------------------------------------------------------------------------------------------- DDP (2 x gloo)
 
-def torchrun(tmp_path, port, patch, *flags):
+def torchrun(tmp_path, patch, *flags):
     """cram.main on two gloo processes, after `patch` (Python source, sees `cram`, `rank`, `time`) ran on each."""
     script = tmp_path / "run.py"
     script.write_text(f"import os, sys, time\nsys.path.insert(0, {str(ROOT)!r})\nimport cram\n"
                       f"rank = int(os.environ['RANK'])\n{patch}\ncram.main(sys.argv[1:])\n")
     write_data(tmp_path / "data")
     return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
-                           str(port), str(script), "--data_dir", str(tmp_path / "data"), "--out_dir",
+                           str(free_port()), str(script), "--data_dir", str(tmp_path / "data"), "--out_dir",
                            str(tmp_path / "out"), *TINY_FLAGS, *flags],
                           capture_output=True, text=True, cwd=ROOT, timeout=300)
 
@@ -204,7 +205,7 @@ if rank == 0:
 
 def test_under_ddp_rank_zero_s_evaluation_costs_no_budget(tmp_path):
     # a 3-second budget, evaluated every quarter, each evaluation 2 s: charged to the budget, the first would end it
-    p = torchrun(tmp_path, 29531, SLOW_EVAL, "--budget_hours", str(3 / 3600), "--eval_every", "0.25",
+    p = torchrun(tmp_path, SLOW_EVAL, "--budget_hours", str(3 / 3600), "--eval_every", "0.25",
                  "--max_steps", "0")
     assert p.returncode == 0, p.stderr[-3000:]
     evals = [line for line in p.stdout.splitlines() if line.startswith("eval")]
@@ -226,7 +227,7 @@ if rank == 1:
 
 
 def test_under_ddp_a_nan_on_one_rank_stops_both_with_one_line(tmp_path):
-    p = torchrun(tmp_path, 29532, NAN_ON_RANK_1, "--max_steps", "20")
+    p = torchrun(tmp_path, NAN_ON_RANK_1, "--max_steps", "20")
     assert p.returncode != 0
     both = p.stdout + p.stderr
     assert both.count("cram.py: error: loss is nan") == 1, both[-3000:]
@@ -316,14 +317,14 @@ atexit.register(lambda: print(f"rank {rank} leaves {sum(isinstance(o, FSDPModule
 """
 
 
-def sharded_run(data, out, port, *flags, patch=SPY):
+def sharded_run(data, out, *flags, patch=SPY):
     """cram.main with SHARD_FLAGS on two gloo processes, after `patch` ran on each (it sees cram, rank, torch)."""
     out.mkdir(parents=True, exist_ok=True)
     script = out.parent / f"run_{out.name}.py"
     script.write_text(f"import os, sys\nsys.path.insert(0, {str(ROOT)!r})\nimport torch\nimport cram\n"
                       f"rank = int(os.environ['RANK'])\n{patch}\ncram.main(sys.argv[1:])\n", encoding="utf-8")
     return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
-                           str(port), str(script), "--data_dir", str(data), "--out_dir", str(out), *SHARD_FLAGS,
+                           str(free_port()), str(script), "--data_dir", str(data), "--out_dir", str(out), *SHARD_FLAGS,
                            *flags],
                           capture_output=True, text=True, cwd=ROOT, timeout=300)
 
@@ -358,8 +359,8 @@ def runs(tmp_path_factory):
                                                   "capital of france is paris.", encoding="utf-8")
     prepare.main([str(tmp / "txt"), "--vocab_size", "100", "--seq_len", "16", "--no_filter", "--out",
                   str(tmp / "data")])
-    ddp = sharded_run(tmp / "data", tmp / "ddp", 29541)  # the same flags without --shard: DDP
-    shard = sharded_run(tmp / "data", tmp / "shard", 29542, "--shard")
+    ddp = sharded_run(tmp / "data", tmp / "ddp")  # the same flags without --shard: DDP
+    shard = sharded_run(tmp / "data", tmp / "shard", "--shard")
     for p in (ddp, shard):
         assert p.returncode == 0, p.stderr[-3000:]
     return tmp, ddp.stdout, shard.stdout
@@ -423,9 +424,9 @@ def test_a_sharded_checkpoint_is_the_one_file_every_tool_reads(runs, tmp_path):
 
 def test_kill_and_resume_of_a_sharded_run_continues_it_bit_for_bit(runs):
     tmp, _, _ = runs
-    killed = sharded_run(tmp / "data", tmp / "killed", 29543, "--shard", patch=KILL_AFTER_STEP_6)
+    killed = sharded_run(tmp / "data", tmp / "killed", "--shard", patch=KILL_AFTER_STEP_6)
     assert killed.returncode != 0 and torch.load(tmp / "killed" / "ckpt.pt", weights_only=True)["step"] == 6
-    resumed = sharded_run(tmp / "data", tmp / "killed", 29544, "--shard", "--resume", patch=LOADS)
+    resumed = sharded_run(tmp / "data", tmp / "killed", "--shard", "--resume", patch=LOADS)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "resuming at step 6" in resumed.stdout
     # each rank maps the file (one copy in memory, its pages shared), none reads a whole private copy
@@ -440,7 +441,7 @@ def test_resume_with_shard_loads_a_one_device_checkpoint_into_the_shards_unchang
     one = tmp_path / "one"
     cram.main(["--data_dir", str(tmp / "data"), "--out_dir", str(one), *SHARD_FLAGS, "--max_steps", "3"])
     before = torch.load(one / "ckpt.pt", weights_only=True)
-    p = sharded_run(tmp / "data", one, 29545, "--shard", "--resume", "--max_steps", "3", patch=LEFT_AT_EXIT)
+    p = sharded_run(tmp / "data", one, "--shard", "--resume", "--max_steps", "3", patch=LEFT_AT_EXIT)
     assert p.returncode == 0, p.stderr[-3000:]
     # they hold gloo's process group in reference cycles: freed at shutdown, its threads found no Python (1 run in 12)
     assert re.findall(r"rank (\d) leaves (\d+) sharded modules", p.stdout) in ([("0", "0"), ("1", "0")],
@@ -467,7 +468,7 @@ def test_a_file_saved_before_the_first_step_resumes_sharded_as_a_fresh_start(run
     with pytest.raises(Crash):
         cram.main(["--data_dir", str(tmp / "data"), "--out_dir", str(tmp_path / "zero"), *SHARD_FLAGS])
     assert torch.load(tmp_path / "zero" / "ckpt.pt", weights_only=True)["optimizer"]["state"] == {}
-    p = sharded_run(tmp / "data", tmp_path / "zero", 29546, "--shard", "--resume", patch="")
+    p = sharded_run(tmp / "data", tmp_path / "zero", "--shard", "--resume", patch="")
     assert p.returncode == 0, p.stderr[-3000:]
     assert curve(tmp_path / "zero") == curve(tmp / "shard")  # DCP's moments of an lr-0 step would count in Adam
 
@@ -570,7 +571,7 @@ def test_an_offloaded_run_s_group_reduces_cpu_tensors_which_an_nccl_only_group_c
     def run(backend):  # gloo stands in for NCCL on this CPU, for the same devices ("nccl" alone: CUDA only)
         spec = (backend if ":" in backend else f"cuda:{backend}").replace("nccl", "gloo")
         return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-                               "--master_port", "29551", str(script), spec], capture_output=True, text=True,
+                               "--master_port", str(free_port()), str(script), spec], capture_output=True, text=True,
                               timeout=120).stdout
     cuda = torch.device("cuda")
     assert "failed: No backend type associated with device type cpu" in run(hardware.dist_backend(cuda))
