@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -311,20 +312,35 @@ def test_batches_are_padded_to_their_longest_sequence_with_a_mask():
     assert mask.tolist() == [[True, True, True], [True, True, False]]
 
 
-def test_fine_tuning_batches_examples_of_similar_length_each_once_an_epoch_the_same_for_a_seed(monkeypatch):
+def test_fine_tuning_batches_examples_of_similar_length_each_once_an_epoch_the_same_for_a_seed():
     """Padding to a batch's longest member costs little when its members are of similar length (length_grouped):
     drawn at random, these lengths (3 to 40) would compute about 1.7 tokens per real token."""
-    seen, lengths = [], np.random.default_rng(0).integers(3, 41, size=200).tolist()
-    monkeypatch.setattr(fg, "collate", lambda seqs, pad_id, device: (seen.append([len(x) for x in seqs]),
-                                                                     classifier.collate(seqs, pad_id, device))[1])
+    seen, widths, lengths = [], [], np.random.default_rng(0).integers(3, 41, size=200).tolist()
     model = classifier.GlueModel(CrammedBERT(Config(n_layer=1, n_embd=16, n_head=2, ffn_hidden=32), 8, 64), 16, 2, 8,
                                  0.0, "cls", 3, False)
+    forward = model.forward  # what each step's batch holds: its examples' lengths, and the padded width
+    model.forward = lambda ids, pad_mask: (seen.append(pad_mask.sum(1).tolist()), widths.append(ids.shape[1]),
+                                           forward(ids, pad_mask))[-1]
     fg.finetune(model, [[2] + [5] * (n - 2) + [3] for n in lengths], np.arange(200) % 2,
                 argparse.Namespace(**{**fg.TINY, "epochs": 2, "batch_size": 8}, pad_id=0), 0, torch.device("cpu"), "")
+    assert widths == [max(b) for b in seen]  # on the CPU a batch is padded to its longest, no further
     assert sum(len(b) * max(b) for b in seen) / sum(map(sum, seen)) < 1.1
     assert len(seen) == 2 * 25 and sorted(n for b in seen for n in b) == sorted(2 * lengths)  # each example, each epoch
     batches = lambda seed: [b.tolist() for b in fg.length_grouped(lengths, 8, torch.Generator().manual_seed(seed))]
     assert batches(0) == batches(0) != batches(1) and [[lengths[i] for i in b] for b in batches(0)] == seen[:25]
+
+
+@pytest.mark.parametrize("pool", ["cls", "mean"])
+def test_more_padding_does_not_change_what_the_model_computes_so_a_gpu_may_pad_to_a_few_shapes(pool):
+    """On a GPU a batch is padded to a multiple of 32 tokens (a few shapes, each a CUDA graph): the padded positions
+    must change nothing, with the local bias of the tiny preset and without it."""
+    for local_bias in (0.0, 1.0):
+        cfg = Config(n_layer=2, n_embd=16, n_head=2, ffn_hidden=32, local_bias=local_bias)
+        model = classifier.GlueModel(CrammedBERT(cfg, 20, 64), 16, 3, 8, 0.0, pool, 3, True).eval()
+        seqs = [[2, 7, 8, 3, 9, 3], [2, 5, 3, 6, 6, 7, 8, 9, 3], [2, 3, 3]]
+        ids, mask = fg.collate(seqs, 0, torch.device("cpu"))                    # (3, 9): the longest
+        wide = torch.cat([ids, torch.zeros(3, 23, dtype=ids.dtype)], 1), F.pad(mask, (0, 23))   # (3, 32)
+        assert torch.allclose(model(ids, mask), model(*wide), atol=1e-6)
 
 
 def test_lr_warms_up_linearly_for_10_percent_then_decays_by_cosine_to_zero():
