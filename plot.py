@@ -76,7 +76,7 @@ def model_shapes(preset, batch=2):
     model = cram.CrammedBERT(cfg, V, T).eval()
     b = model.blocks[0]
     stages = {"tok": model.embed.tok, "embed": model.embed, "norm1": b.norm1, "qkv": b.attn.qkv, "attn": b.attn,
-              "up": b.ffn.up, "down": b.ffn.down, "block": b, "final": model.final_norm, "logits": model}
+              "norm2": b.norm2, "down": b.ffn.down, "block": b, "final": model.final_norm, "logits": model}
     shapes = {}
 
     def keep(name):  # a forward hook that returns None leaves the output as it is
@@ -88,6 +88,7 @@ def model_shapes(preset, batch=2):
         model(ids, positions)
     for h in hooks:
         h.remove()
+    shapes["up"] = shapes["norm2"][:-1] + (b.ffn.up.out_features,)  # up's two halves: two matmuls, one Linear here
     shapes = {n: "(B, " + ", ".join(map(str, s[1:])) + ")" for n, s in shapes.items()}  # rows of a micro-batch: B
     params = {"all": sum(p.numel() for p in model.parameters()), "embedding": model.embed.tok.weight.numel(),
               "block": sum(p.numel() for p in b.parameters())}
