@@ -3,6 +3,7 @@
     python bench.py --preset paper --micro_batch 128             # GPU: tokens/s, TFLOP/s, MFU, peak memory
     python bench.py --preset paper --micro_batch 32 --rounds 3   # CPU: also the fp32 matmul ceiling, same run
     python bench.py --preset tiny --hf                           # + Hugging Face BertForMaskedLM, same shape
+    python bench.py --preset paper --official ../cramming        # + the paper's own model (a clone of its repository)
     python bench.py --preset paper --narrow 4,8,12               # + NarrowBERT: the last N blocks narrow, each N
     python bench.py --preset paper --profile                     # + where the step's time goes, kernel by kernel
     python bench.py --memory                                     # per-GPU bytes of DDP and --shard, by arithmetic
@@ -15,6 +16,7 @@ interleaved, `--rounds` times, and only ratios taken within one round are report
 FLOPs per token follow RECIPE.md: 6 * non-embedding parameters + 12 * L * d * T + 6 * d * V * mask_rate.
 """
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -129,6 +131,51 @@ def hf_bert(cfg, vocab, T, device, accum):
     return step
 
 
+def official_model(cfg, vocab, T, device, folder, compile_, accum):
+    """The paper's own model class, read from its source folder (github.com/JonasGeiping/cramming: cloned by the user,
+    never copied here), at our shape: its crammed-bert.yaml with our depth, width, heads and FFN, dropout off, sparse
+    prediction at our mask rate; its step as ours (compiled alike, the same precision). Its package's __init__ imports
+    hydra and its data code, so only the architectures folder is imported, as a package of its own."""
+    import importlib
+    import types
+    try:
+        from omegaconf import OmegaConf
+        for name, path in (("cramming", ""), ("cramming.architectures", "architectures")):
+            package = sys.modules.setdefault(name, types.ModuleType(name))  # __path__ only: no __init__ runs
+            package.__path__ = [os.path.join(folder, "cramming", path)]
+        crammed = importlib.import_module("cramming.architectures.crammed_bert")
+        root = OmegaConf.create({"arch": OmegaConf.load(os.path.join(folder, "cramming/config/arch/crammed-bert.yaml")),
+                                 "train": {"objective": {"mlm_probability": cfg.mask_rate}}})
+    except (ImportError, OSError) as e:
+        raise SystemExit(f"bench.py: error: --official {folder}: {e} (it needs the cramming repository's folder, and "
+                         "pip install transformers omegaconf einops)")
+    arch = root.arch
+    arch.update(num_transformer_layers=cfg.n_layer, hidden_size=cfg.n_embd, intermed_size=cfg.ffn_hidden,
+                hidden_dropout_prob=0.0)
+    arch.embedding.update(dropout_prob=0.0, max_seq_length=T)
+    arch.attention.update(num_attention_heads=cfg.n_head, dropout_prob=0.0)
+    model = crammed.construct_crammed_bert(arch, vocab).to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device.type in ("cuda", "cpu"))
+    step_model = torch.compile(model) if compile_ else model
+    scaler = torch.amp.GradScaler(device.type, enabled=hardware.amp_dtype(device) == torch.float16)
+    ids = torch.randint(5, vocab, (cfg.micro_batch, T), device=device)
+    gen = torch.Generator(device=device).manual_seed(0)
+
+    def step():
+        for _ in range(accum):
+            inputs, positions, targets = cram.mask_tokens(ids, 4, vocab, cfg.mask_rate, gen)
+            labels = torch.full_like(ids, -100).scatter(1, positions, targets)  # its layout: -100 where unmasked
+            with autocast(device):
+                loss = step_model(inputs, labels=labels)["loss"] / accum
+            scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+    return step
+
+
 def matmul(device, n=4096):
     """The device's own ceiling: an n x n matmul in the training precision; returns (fn, FLOPs per call). Tests pass a
     small n: a CPU without native bf16 emulates it (a 1024^3 bf16 matmul: 2.1 s vs 0.007 s with AMX, notes)."""
@@ -178,6 +225,8 @@ def main(argv=None):
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--rounds", type=int, default=1, help="interleaved repetitions; medians are reported")
     p.add_argument("--hf", action="store_true", help="also time transformers' BertForMaskedLM (if installed)")
+    p.add_argument("--official", metavar="DIR", help="also time the paper's own model: DIR is a clone of "
+                   "github.com/JonasGeiping/cramming (needs transformers, omegaconf, einops)")
     p.add_argument("--narrow", default="", help="also time these NarrowBERT depths, e.g. 1 or 4,8,12 (cram --narrow)")
     p.add_argument("--matmul_size", type=int, default=4096, help="n of the n x n matmul that measures the ceiling")
     p.add_argument("--memory", action="store_true", help="print the memory arithmetic of DDP and --shard, and stop")
@@ -213,6 +262,9 @@ def main(argv=None):
               "matmul": lambda: matmul(device, args.matmul_size)}
     if args.hf:
         makers["hf"] = lambda: (hf_bert(cfg, args.vocab_size, T, device, args.accum), None)
+    if args.official:
+        makers["official"] = lambda: (official_model(cfg, args.vocab_size, T, device, args.official, compile_,
+                                                     args.accum), None)
     for n in narrow:  # the same model with its last n blocks narrow
         makers[f"narrow{n}"] = lambda n=n: ours(replace(cfg, narrow=n), args.vocab_size, T, device, compile_,
                                                 args.accum)
@@ -250,6 +302,11 @@ def main(argv=None):
         speedups = [h / o for h, o in zip(results["hf"], results["ours"])]
         print(f"hf:     {tokens / med['hf']:12,.0f} tokens/s | ours is {statistics.median(speedups):.2f}x faster "
               f"(median of {args.rounds}; per round {', '.join(f'{s:.2f}' for s in speedups)})")
+    if "official" in results:
+        speedups = [x / o for x, o in zip(results["official"], results["ours"])]
+        print(f"official: {tokens / med['official']:10,.0f} tokens/s | the paper's own model (its code, this shape) | "
+              f"ours at {statistics.median(speedups):.2f}x its tokens/s (median of {args.rounds}; per round "
+              f"{', '.join(f'{s:.2f}' for s in speedups)})")
     for n in narrow:
         speedups = [o / x for o, x in zip(results["ours"], results[f"narrow{n}"])]
         print(f"narrow {n}: {tokens / med[f'narrow{n}']:10,.0f} tokens/s | {statistics.median(speedups):.2f}x the "

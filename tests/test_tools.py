@@ -6,6 +6,7 @@ import functools
 import importlib
 import importlib.util
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -283,6 +284,33 @@ def test_bench_times_an_accumulated_step_and_rejects_a_bad_accum(capsys):
     assert tok_s > 0 and "micro-batch 2 x 2" in out and "over matmul ceiling" in out
     with pytest.raises(SystemExit, match="--accum and --matmul_size must be >= 1"):
         bench.main(["--preset", "tiny", "--accum", "0", "--device", "cpu"])
+
+
+def test_bench_profile_prints_where_the_step_s_time_goes_by_kind_and_by_name(capsys):
+    import bench
+    bench.main(["--preset", "tiny", "--vocab_size", "512", "--micro_batch", "2", "--steps", "1", "--warmup", "1",
+                "--matmul_size", "64", "--device", "cpu", "--profile"])
+    out = capsys.readouterr().out.split("profile: ", 1)[1].splitlines()
+    shares = [float(line.split("%")[0]) for line in out[1:] if line.startswith("  ") and " ms " in line]
+    assert "CPU operators a step, by kind: " in out[0] and "matmul" in out[0]
+    assert 3 <= len(shares) <= 12 and shares == sorted(shares, reverse=True) and sum(shares) <= 100.1
+
+
+def test_bench_official_names_what_it_needs_in_one_line_when_the_folder_is_not_the_paper_s_code(tmp_path):
+    import bench
+    with pytest.raises(SystemExit, match=r"--official .*JonasGeiping/cramming|--official .*cramming repository"):
+        bench.main(["--preset", "tiny", "--vocab_size", "512", "--micro_batch", "2", "--steps", "1", "--warmup", "1",
+                    "--matmul_size", "64", "--device", "cpu", "--official", str(tmp_path)])
+
+
+@pytest.mark.skipif(not os.environ.get("CRAM_OFFICIAL_SRC"), reason="set CRAM_OFFICIAL_SRC to a clone of "
+                    "github.com/JonasGeiping/cramming (never part of this project)")
+def test_bench_times_the_paper_s_own_model_beside_ours_from_its_source_folder(capsys):
+    import bench
+    bench.main(["--preset", "tiny", "--vocab_size", "512", "--micro_batch", "2", "--steps", "1", "--warmup", "1",
+                "--matmul_size", "64", "--device", "cpu", "--official", os.environ["CRAM_OFFICIAL_SRC"]])
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("official:"))
+    assert "the paper's own model" in line and "its tokens/s" in line
 
 
 def project_imports():
