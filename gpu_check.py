@@ -3,6 +3,7 @@
     python gpu_check.py                          # the suite, bench, pretraining + resume, fine-tuning, the tools
     python gpu_check.py --minutes 1 --skip tests # shorter: one minute of pretraining, no suite
     python gpu_check.py --glue_dir GLUE          # also RTE from GLUE's TSV files (else the BBC News task alone)
+    python gpu_check.py --official ../cramming   # bench also times the paper's own model (a clone of its code)
 
 Each step is the command a user types, run as a process with its own time limit; what it printed goes to
 out/gpu_check/<step>.txt, and out/gpu_check/report.md gets a table: the machine, each command, its wall time, its exit
@@ -37,7 +38,8 @@ def steps(args, out):
         ("tests", 300, [py, "-m", "pytest", "-q", *xdist, "-p", "no:cacheprovider", "tests"],
          r"(\d+ passed.*?) in ([\d.]+)s"),
         ("bench", 150, [py, "bench.py", "--preset", args.preset, "--micro_batch", str(args.micro_batch), "--hf",
-                        "--steps", "20", "--rounds", "2"], r"ours: +([\d,]+ tokens/s).*?(MFU [\d.]+%)"),
+                        "--steps", "20", "--rounds", "2", *(["--official", args.official] if args.official else [])],
+         r"ours: +([\d,]+ tokens/s).*?(MFU [\d.]+%)"),
         ("prepare", 120, [py, "prepare.py", "--out", str(data)], r"(\d[\d,]* sequences)"),
         ("pretrain", 60 + 1.5 * 60 * args.minutes, [py, "cram.py", *paper, "--budget_hours", f"{hours * 2 / 3:.4f}"],
          None),
@@ -77,6 +79,7 @@ def main(argv=None):
     p.add_argument("--preset", default="paper", help="cram.py's preset (tiny: a dry run of the paths on a CPU)")
     p.add_argument("--workers", type=int, default=8, help="pytest-xdist workers for the suite")
     p.add_argument("--glue_dir", help="GLUE's TSV folder: also fine-tune RTE")
+    p.add_argument("--official", metavar="DIR", help="a clone of the paper's repository: bench times its model too")
     p.add_argument("--skip", default="", help="steps to leave out, comma-separated (e.g. tests,bench)")
     args = p.parse_args(argv)
     out = Path(args.out).resolve()
