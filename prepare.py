@@ -337,8 +337,7 @@ def main(argv=None):
                 {k: tok.backend.id_to_token(i) for k, i in tok.special.items()},
                 "filter": {"enabled": not (args.no_filter or pretok), "docs_dropped": st["dropped"],
                 "max_tokens_per_char": args.max_tokens_per_char, "tokens_dropped": st["dropped_tokens"]},
-                "sort": {"enabled": sort, "key": "dot_count"}, "docs": st["docs"],
-                "created": time.strftime("%Y-%m-%dT%H:%M:%S")}
+                "sort": {"enabled": sort, "key": "dot_count"}, "docs": st["docs"]}  # no date: the same bytes each run
         (stage / "meta.tmp").write_text(json.dumps(meta, indent=1), encoding="utf-8")
         os.replace(stage / "meta.tmp", stage / "meta.json")  # whole or not at all: the set in stage is complete
     except (OSError, KeyboardInterrupt) as e:  # a full disk, no permission, an --out that is a file; Ctrl-C

@@ -51,14 +51,33 @@ def gpt2_tok():
         die(f"cannot load tiktoken's gpt2 files ({type(e).__name__}): go online once, or set TIKTOKEN_CACHE_DIR")
 
 
-def train_wordpiece(docs, vocab_size):
-    """The paper's tokenizer: WordPiece trained on our own text, uncased ASCII, specials pinned to 0..4."""
-    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+def wordpiece(vocab=None):
+    """A WordPiece tokenizer, the paper's way: lower-case ASCII (accents stripped, other characters and control codes
+    dropped), words and punctuation split as BERT does, "##" marking a piece inside a word; vocab: {token: id}."""
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
+    tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]") if vocab else models.WordPiece(unk_token="[UNK]"))
     tok.normalizer = normalizers.Sequence([normalizers.NFD(), normalizers.Lowercase(), normalizers.StripAccents(),
-                                           normalizers.Replace(Regex(r"[^\x00-\x7f]"), "")])
+                                           normalizers.Replace(Regex(r"[^\t\n\r\x20-\x7e]"), "")])
     tok.pre_tokenizer, tok.decoder = pre_tokenizers.BertPreTokenizer(), decoders.WordPiece(prefix="##")
-    tok.train_from_iterator(docs, trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=[*SPECIALS.values()]))
+    return tok
+
+
+# A word's inner pieces start as "##" + a letter or digit: BERT's split leaves nothing else inside a word.
+INNER = ["##" + c for c in "abcdefghijklmnopqrstuvwxyz0123456789"]
+
+
+def train_wordpiece(docs, vocab_size):
+    """The paper's tokenizer: WordPiece trained on our own text, the specials at 0..4. The same text gives the same
+    tokenizer on every run: the trainer numbers a word's inner letters ("##e") in the order it meets them in a hash
+    map, which differs run to run, and breaks ties between equally frequent merges by those numbers (tokenizers
+    issue 1794), so we number them first, as specials of the trainer, then rebuild the tokenizer from its vocabulary
+    with only our five specials."""
+    from tokenizers import trainers
+    tok = wordpiece()
+    tok.train_from_iterator(docs, trainers.WordPieceTrainer(vocab_size=vocab_size,
+                                                            special_tokens=[*SPECIALS.values(), *INNER]))
+    tok = wordpiece(tok.get_vocab())
+    tok.add_special_tokens([*SPECIALS.values()])
     assert [tok.token_to_id(s) for s in SPECIALS.values()] == [0, 1, 2, 3, 4], "the special ids moved"
     return Tok("wordpiece", tok)
 

@@ -282,6 +282,27 @@ def test_bad_input_fails_with_one_line_and_leaves_the_earlier_set_as_it_was(tmp_
     assert snapshot(out) == before  # byte for byte, and no staging folder or temporary file left behind
 
 
+def test_the_same_command_gives_the_same_bytes_in_any_two_processes(tmp_path):
+    """tokenizers' WordPiece trainer numbers a word's inner letters in hash-map order, another each process, and breaks
+    ties between merges by those numbers: without train_wordpiece's fix two runs gave two vocabularies."""
+    folder = write_txt(tmp_path / "txt", n=60)
+    for i, (hash_seed, threads) in enumerate([("1", "1"), ("2", "2"), ("3", "4")]):
+        r = run_cli(folder, *SMALL, "--out", tmp_path / f"run{i}", env={"PYTHONHASHSEED": hash_seed,
+                                                                       "RAYON_NUM_THREADS": threads})
+        assert r.returncode == 0, r.stderr
+    for name in ("tokenizer.json", "train.bin", "val.bin", "meta.json"):
+        first = (tmp_path / "run0" / name).read_bytes()
+        assert all((tmp_path / f"run{i}" / name).read_bytes() == first for i in (1, 2)), f"{name} differs"
+
+
+def test_the_inner_letters_numbered_for_the_trainer_are_ordinary_tokens_of_the_tokenizer(tmp_path):
+    run(tmp_path, write_txt(tmp_path / "txt"), *SMALL)
+    tok = prepare.load_tokenizer(tmp_path / "out")
+    assert sorted(t.content for t in tok.backend.get_added_tokens_decoder().values()) == sorted(prepare.SPECIALS.values())
+    ids = tok.encode_batch(["##a cat"])[0]  # text that looks like a piece is text: "#", "#", "a", not "##a"
+    assert len(ids) == 4 and tok.backend.token_to_id("##a") not in ids
+
+
 def test_a_long_document_is_cut_after_paragraphs_then_lines_then_sentences_and_a_short_one_stays_whole():
     paragraphs = "\n\n".join(sentences(i, n=3) for i in range(40))  # ~110 characters of sentences each ... x 40
     cut = prepare.pieces(paragraphs, size=1000)
