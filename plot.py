@@ -1,7 +1,8 @@
 """Draw a cram.py run from its metrics file: loss, learning rate and batch size against the budget used.
 
     python plot.py out                                  # -> out/training.png
-    python plot.py out out_postnorm --png compare.png   # several runs on the same axes, labelled by folder
+    python plot.py out out_postnorm --png compare.png   # several runs on the same axes, and in numbers: each one's
+                                                        # nats under unigram, its difference, the seeds' spread
     python plot.py runs/sweep/* --x tokens              # runs of other sizes on one axis of compute (log scale)
     python plot.py --model --preset tiny --png docs/model.png   # a picture of the model itself, with its shapes
 
@@ -59,6 +60,45 @@ def unigram_baseline(run_dir):
     except OSError:  # no log.txt: a run copied without it still plots
         return None
     return float(found[-1]) if found else None
+
+
+def run_config(run_dir):
+    """The config a run started with (log.txt's first "config:" line), or {} without one."""
+    try:
+        with open(os.path.join(run_dir, "log.txt"), encoding="utf-8", errors="replace") as f:
+            found = re.search(r"^config: (\{.*\})$", f.read(), flags=re.MULTILINE)
+        return json.loads(found.group(1)) if found else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def side_by_side(runs):
+    """Runs side by side in numbers: each one's steps, tokens, final validation loss and nats under its unigram
+    baseline, and its difference from the first. Runs that differ only in --seed give the noise: the range of their
+    nats under unigram; a difference inside it is within the noise (too small to tell from another seed)."""
+    rows, groups = [], {}
+    for run, steps, evals in runs:
+        base, last = unigram_baseline(run), evals[-1]["val_loss"] if evals else None
+        under = base - last if base is not None and last is not None else None
+        rows.append((os.path.basename(os.path.normpath(run)), steps[-1].get("step", len(steps)), steps[-1].get("tokens"),
+                     last, under))
+        config = {k: v for k, v in run_config(run).items() if k not in ("seed", "out_dir", "resume")}
+        if config and under is not None:
+            groups.setdefault(json.dumps(config, sort_keys=True), []).append((rows[-1][0], under))
+    spreads = {tuple(n for n, _ in g): max(u for _, u in g) - min(u for _, u in g) for g in groups.values() if len(g) > 1}
+    noise = max(spreads.values(), default=None)
+    print(f"{'run':<24} {'steps':>7} {'tokens':>12} {'val loss':>9} {'under unigram':>14}  vs the first")
+    for i, (name, step, tokens, last, under) in enumerate(rows):
+        diff = "" if i == 0 or under is None or rows[0][4] is None else f"{under - rows[0][4]:+.3f}" + (
+            " (within the noise)" if noise is not None and abs(under - rows[0][4]) <= noise else "")
+        print(f"{name:<24} {step:>7,} {tokens or 0:>12,} {last if last is not None else float('nan'):>9.4f} "
+              f"{under if under is not None else float('nan'):>+14.3f}  {diff}")
+    for names, spread in spreads.items():
+        print(f"seeds: {', '.join(names)} differ only in --seed: their spread is {spread:.3f} nats under unigram")
+    if len(rows) > 1 and noise is None:
+        print("no two runs here differ only in --seed, so the noise is unknown: the tiny preset's spread over 5 seeds "
+              "is in the README (tweak and rerun)")
+    return noise
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -213,6 +253,7 @@ def main(argv=None):
     if not args.runs:
         p.error("pass the --out_dir of a cram.py run (or --model)")
     runs = [(run, *read_metrics(run, args.x)) for run in args.runs]
+    side_by_side(runs)  # the numbers first: they need no matplotlib
     key, scale, label = AXES[args.x]
     compare = args.x in ("tokens", "flops")
     plt = pyplot()

@@ -2,6 +2,7 @@
 these tests check the rest (flags, links, the masking example, the length), and the code map points at code that
 exists; the modules import one way."""
 import ast
+import dataclasses
 import functools
 import importlib
 import importlib.util
@@ -70,6 +71,29 @@ def test_plot_puts_runs_of_different_sizes_on_one_axis_of_compute(x, tmp_path):
     evals = [json.loads(line) for line in (small / "metrics.jsonl").read_text().splitlines() if "val_loss" in line]
     assert drawn["x"] == [e[key] for e in evals]  # the small run's validation points, at their compute
     assert drawn["scale"] == ("linear" if x == "seconds" else "log") and x[:4] in drawn["label"].lower()
+
+
+def with_log(run_dir, under, **config):
+    """A run folder as cram.py leaves it: metrics.jsonl and log.txt (its config line, its unigram baseline); the last
+    evaluation ends `under` nats under the baseline."""
+    write_metrics(run_dir)
+    full = {**dataclasses.asdict(cram.Config(**cram.PRESETS["tiny"], preset="tiny")), "out_dir": str(run_dir), **config}
+    (run_dir / "log.txt").write_text(f"config: {json.dumps(full)}\ndata: data | vocab 8192 | unigram baseline "
+                                     f"{6.2 + under:.4f} nats\n", encoding="utf-8")  # the last val loss is 6.2
+    return str(run_dir)
+
+
+def test_plot_prints_runs_side_by_side_and_calls_a_difference_inside_the_seeds_spread_within_the_noise(tmp_path, capsys):
+    a, b = with_log(tmp_path / "seed0", 1.90, seed=0), with_log(tmp_path / "seed1", 1.96, seed=1)
+    hot, close = with_log(tmp_path / "hot", 2.10, lr=2e-2), with_log(tmp_path / "close", 1.94, lr=5e-3)
+    assert plot.side_by_side([(r, *plot.read_metrics(r)) for r in (a, b, hot, close)]) == pytest.approx(0.06)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].split()[:5] == ["seed0", "20", "81,920", "6.2000", "+1.900"]
+    assert lines[2].endswith("+0.060 (within the noise)") and lines[3].endswith("+0.200")
+    assert lines[4].endswith("+0.040 (within the noise)")
+    assert lines[5] == "seeds: seed0, seed1 differ only in --seed: their spread is 0.060 nats under unigram"
+    plot.side_by_side([(r, *plot.read_metrics(r)) for r in (a, hot)])
+    assert "no two runs here differ only in --seed" in capsys.readouterr().out
 
 
 def test_plot_draws_the_unigram_baseline_from_the_log_dashed_and_a_run_without_a_log_still_plots(tmp_path):
