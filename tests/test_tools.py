@@ -163,6 +163,17 @@ def test_readme_gives_exactly_two_setup_commands_and_ci_runs_both():
         "CI must run the README's main-job command verbatim"
 
 
+def test_ci_stops_on_a_failure_anywhere_in_a_chained_line():
+    """Under `set -e` bash goes on after a failure that is not the last command of an && chain (`a && b && c`: a
+    failing b was ignored, so a broken main job passed CI): every chained line must end with `|| exit 1`."""
+    chained = [line for line in (ROOT / ".ci" / "run").read_text().splitlines()
+               if "&&" in line and not line.lstrip().startswith("#")]
+    assert chained and all(line.rstrip().endswith("|| exit 1") for line in chained)
+    r = subprocess.run(["bash", "-c", "set -euo pipefail\ntrue && false && true || exit 1\necho went on"],
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and "went on" not in r.stdout
+
+
 @functools.lru_cache(maxsize=None)
 def flags_of(script):
     """The option strings a script accepts, read from its own --help."""
