@@ -89,15 +89,16 @@ def length_grouped(lengths, batch_size, gen, window=100):
 
 def finetune(model, ids, labels, args, seed, device, desc, pace=None):
     """args.epochs passes over (ids, labels) in batches of args.batch_size examples of similar length (length_grouped);
-    returns the last batch's loss. Every row is on the device once, and nothing is read back until the end, so the
-    host never waits for the GPU; on a CUDA GPU (bf16) each step is replayed as a CUDA graph (hardware.Replay), its
-    batch padded to a multiple of 32 tokens, so that a few shapes come back again and again. pace(seconds a step) is
-    called once, after the first 300 steps of a run long enough to time 200 more."""
+    returns the last batch's loss. The rows go to the device once and nothing is read back until the end: the host
+    never waits for the GPU. On a CUDA GPU (bf16) each step is replayed as a CUDA graph (hardware.Replay), its batch
+    padded to a multiple of 32 tokens: a new shape costs two plain steps and a graph's memory, and 32 gives at most 4
+    (max_len 128) for at most 31 padded tokens. pace(seconds a step): once, at step 500, the time of steps 300-500."""
     gen, lengths = torch.Generator().manual_seed(seed), [len(s) for s in ids]
     batches = [b for _ in range(args.epochs) for b in length_grouped(lengths, args.batch_size, gen)]
     dtype = amp_dtype(device)
     graphs = device.type == "cuda" and dtype == torch.bfloat16  # fp16 (T4, V100): GradScaler reads the host each step
-    lr = torch.tensor(args.lr, device=device) if graphs else args.lr  # a graph reads its lr from the GPU
+    lr = torch.tensor(args.lr, device=device) if graphs else args.lr  # a replay reruns the recorded kernels with
+    # the numbers they were recorded with: a float lr would stay fixed, a tensor's value is read at every replay
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=(args.beta1, args.beta2), eps=args.adam_eps,
                                   weight_decay=args.weight_decay, fused=device.type == "cuda", capturable=graphs)
     scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)  # as cram.py
@@ -118,16 +119,15 @@ def finetune(model, ids, labels, args, seed, device, desc, pace=None):
     rows = torch.cat(batches).to(device)  # every step's row numbers, in one copy
     model.train()
     bar = tqdm(batches, desc=desc, unit="step", leave=False, dynamic_ncols=True, disable=not sys.stderr.isatty())
-    first = t0 = 0  # (a bar on a terminal only: in a redirected log it would fill every line)
+    start = t0 = 0  # where this step's rows start in `rows`; (the bar: on a terminal only, not in a log file)
     for n, batch in enumerate(bar):
-        if graphs:  # the graph reads the lr from the GPU
+        if graphs:  # the graph reads the lr from its tensor
             lr.fill_(lr_at(n, len(batches), args.lr, args.warmup))
         else:  # one group: all weights
             optimizer.param_groups[0]["lr"] = lr_at(n, len(batches), args.lr, args.warmup)
-        width = max(lengths[i] for i in batch.tolist())  # the batch's longest example
-        if graphs:  # rounded up to a multiple of 32 tokens: a few shapes, each its own graph
-            width = min(-(-width // 32) * 32, table.shape[1])
-        idx, first = rows[first:first + len(batch)], first + len(batch)
+        width = max(lengths[i] for i in batch.tolist())  # the batch's longest example, on a GPU rounded up to 32s
+        width = min(-(-width // 32) * 32, table.shape[1]) if graphs else width  # (why 32: the docstring)
+        idx, start = rows[start:start + len(batch)], start + len(batch)
         loss = run_step(table[idx, :width], masks[idx, :width], targets[idx])
         if pace and len(batches) > 500 and n in (300, 500):  # time steps 300 to 500: warmed up, graphs recorded
             getattr(torch, device.type).synchronize()

@@ -149,8 +149,9 @@ def pieces(text, size=PIECE_CHARS):
 
 
 def to_validation(i, fraction, offset):
-    """Piece i is held out when i * fraction + offset crosses a whole number: every 1/fraction-th piece, evenly
-    through the text, the same on every run (offset in [0, 1) from --seed; another seed holds out other pieces)."""
+    """Piece i is held out when floor(i * fraction + offset) steps up between i and i + 1: exactly one piece in any
+    1/fraction in a row, evenly through the text, the same on every run. offset in [0, 1), from --seed, sets where
+    the first falls among the first 1/fraction pieces; another seed holds out other pieces."""
     return math.floor((i + 1) * fraction + offset) > math.floor(i * fraction + offset)
 
 

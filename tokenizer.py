@@ -71,7 +71,8 @@ def train_wordpiece(docs, vocab_size):
     tokenizer on every run: the trainer numbers a word's inner letters ("##e") in the order it meets them in a hash
     map, which differs run to run, and breaks ties between equally frequent merges by those numbers (tokenizers
     issue 1794), so we number them first, as specials of the trainer, then rebuild the tokenizer from its vocabulary
-    with only our five specials."""
+    with only our five specials: "##e" must be an ordinary piece (a special token is matched as it is in raw text,
+    and dropped by decode)."""
     from tokenizers import trainers
     tok = wordpiece()
     tok.train_from_iterator(docs, trainers.WordPieceTrainer(vocab_size=vocab_size,
