@@ -84,10 +84,9 @@ def max_rss_gib():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / unit
 
 
-def ours(cfg, vocab, T, device, compile_, accum):
-    """A closure running one optimizer step (accum micro-batches) of cram.py's model on random tokens, as train()."""
-    model = cram.CrammedBERT(cfg, vocab, T).to(device)
-    optimizer = cram.make_optimizer(model, cfg, device)
+def train_step(model, optimizer, cfg, vocab, T, device, compile_, accum, loss_of):
+    """A closure running one optimizer step (accum micro-batches) of model on random tokens, as train() does: masked
+    by cram.mask_tokens, in train()'s precision, clipped, AdamW. loss_of(compiled model, inputs, positions, targets)."""
     step_model = torch.compile(model) if compile_ else model
     scaler = torch.amp.GradScaler(device.type, enabled=hardware.amp_dtype(device) == torch.float16)
     ids = torch.randint(5, vocab, (cfg.micro_batch, T), device=device)
@@ -97,13 +96,21 @@ def ours(cfg, vocab, T, device, compile_, accum):
         for _ in range(accum):
             inputs, positions, targets = cram.mask_tokens(ids, 4, vocab, cfg.mask_rate, gen)
             with autocast(device):
-                loss = step_model(inputs, positions, targets) / accum
+                loss = loss_of(step_model, inputs, positions, targets) / accum
             scaler.scale(loss).backward()
         scaler.unscale_(optimizer)
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
         scaler.step(optimizer)
         scaler.update()
         optimizer.zero_grad(set_to_none=True)
+    return step
+
+
+def ours(cfg, vocab, T, device, compile_, accum):
+    """cram.py's model and optimizer in train_step; returns (step, FLOPs per token)."""
+    model = cram.CrammedBERT(cfg, vocab, T).to(device)
+    step = train_step(model, cram.make_optimizer(model, cfg, device), cfg, vocab, T, device, compile_, accum,
+                      lambda m, inputs, positions, targets: m(inputs, positions, targets))
     return step, cram.flops_per_token(model, cfg, T)
 
 
@@ -156,24 +163,10 @@ def official_model(cfg, vocab, T, device, folder, compile_, accum):
     arch.attention.update(num_attention_heads=cfg.n_head, dropout_prob=0.0)
     model = crammed.construct_crammed_bert(arch, vocab).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device.type in ("cuda", "cpu"))
-    step_model = torch.compile(model) if compile_ else model
-    scaler = torch.amp.GradScaler(device.type, enabled=hardware.amp_dtype(device) == torch.float16)
-    ids = torch.randint(5, vocab, (cfg.micro_batch, T), device=device)
-    gen = torch.Generator(device=device).manual_seed(0)
 
-    def step():
-        for _ in range(accum):
-            inputs, positions, targets = cram.mask_tokens(ids, 4, vocab, cfg.mask_rate, gen)
-            labels = torch.full_like(ids, -100).scatter(1, positions, targets)  # its layout: -100 where unmasked
-            with autocast(device):
-                loss = step_model(inputs, labels=labels)["loss"] / accum
-            scaler.scale(loss).backward()
-        scaler.unscale_(optimizer)
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        scaler.step(optimizer)
-        scaler.update()
-        optimizer.zero_grad(set_to_none=True)
-    return step
+    def loss_of(m, inputs, positions, targets):  # its labels: the target at each masked position, -100 elsewhere
+        return m(inputs, labels=torch.full_like(inputs, -100).scatter(1, positions, targets))["loss"]
+    return train_step(model, optimizer, cfg, vocab, T, device, compile_, accum, loss_of)
 
 
 def matmul(device, n=4096):
