@@ -1,4 +1,4 @@
-"""The GPU check: everything a GPU changes, in one command of under 8 minutes on one H100-class GPU, and one page.
+"""The GPU check: everything a GPU changes, in one command of a few minutes on one GPU (6 on an H200), and one page.
 
     python gpu_check.py                          # the suite, bench, pretraining + resume, fine-tuning, the tools
     python gpu_check.py --minutes 1 --skip tests # shorter: one minute of pretraining, no suite
@@ -46,9 +46,9 @@ def steps(args, out):
         ("resume", 60 + 60 * args.minutes, [py, "cram.py", *paper, "--budget_hours", f"{hours:.4f}", "--resume"],
          None),
         ("examples", 60, [py, "examples/bbc_news.py", "--out", str(out / "bbc_news")], None),
-        ("finetune", 180, [py, "finetune_glue.py", str(run / "ckpt.pt"), "--train_file", str(out / "bbc_news/train.csv"),
-                           "--validation_file", str(out / "bbc_news/dev.csv"), "--save_model", str(out / "classifier"),
-                           *tune], r"pace: (.*?ms a step).*?(protocol.*? ~ [\d.]+ h)"),
+        ("finetune", 180, [py, "finetune_glue.py", str(run / "ckpt.pt"), "--train_file",
+                           str(out / "bbc_news/train.csv"), "--validation_file", str(out / "bbc_news/dev.csv"),
+                           "--save_model", str(out / "classifier"), *tune], r"pace: (.*?ms a step).*?(protocol.*? ~ [\d.]+ h)"),
         ("classify", 60, [py, "classify.py", str(out / "classifier"), "Shares rose after record profits"], None),
         ("fill_mask", 60, [py, "fill_mask.py", str(run / "ckpt.pt"), "the government said the [MASK] would rise ."],
          None),

@@ -55,7 +55,7 @@ def wordpiece(vocab=None):
     """A WordPiece tokenizer, the paper's way: lower-case ASCII (accents stripped, other characters and control codes
     dropped), words and punctuation split as BERT does, "##" marking a piece inside a word; vocab: {token: id}."""
     from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
-    tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]") if vocab else models.WordPiece(unk_token="[UNK]"))
+    tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))  # vocab None: empty, for a trainer to fill
     tok.normalizer = normalizers.Sequence([normalizers.NFD(), normalizers.Lowercase(), normalizers.StripAccents(),
                                            normalizers.Replace(Regex(r"[^\t\n\r\x20-\x7e]"), "")])
     tok.pre_tokenizer, tok.decoder = pre_tokenizers.BertPreTokenizer(), decoders.WordPiece(prefix="##")
