@@ -115,17 +115,17 @@ def set_tokenizer(args, stage):
 
 def write_rows(args, tok, outs, chunk=4096):
     """A pre-tokenized set: its first --max_rows rows as they are, in stored order, a chunk at a time (bounded
-    memory), each to val with probability --val_fraction (as a document is, pass 2). Returns rows per split."""
-    rng, T, n, top = np.random.default_rng(args.seed), args.seq_len, dict.fromkeys(outs, 0), min(tok.vocab_size, 65536)
+    memory), each 1/--val_fraction-th to val (to_validation, as pass 2's pieces). Returns rows per split."""
+    offset, T, n = np.random.default_rng(args.seed).random(), args.seq_len, dict.fromkeys(outs, 0)
     with tqdm(desc="rows", unit=" rows", total=args.max_rows, mininterval=2) as bar:
         for batch in hub_rows(args, chunk):
             ids = batch["input_ids"][:args.max_rows - bar.n if args.max_rows else None]  # (chunk, T); ragged: (chunk,)
             if (bad := next((len(r) for r in ids if len(r) != T), None)) is not None:
                 die(f"{args.hf} has rows of {bad} ids, not --seq_len {T}: give the set's row length as --seq_len")
-            if ids.min() < 0 or ids.max() >= top:
+            if ids.min() < 0 or ids.max() >= min(tok.vocab_size, 65536):
                 die(f"{args.hf} holds id {ids.min() if ids.min() < 0 else ids.max()}, outside its tokenizer's "
                     f"{tok.vocab_size} ids (or uint16's 65536): the rows and tokenizer/ do not belong together")
-            val = rng.random(len(ids)) < args.val_fraction
+            val = to_validation(np.arange(bar.n, bar.n + len(ids)), args.val_fraction, offset)
             for split, part in (("train", ids[~val]), ("val", ids[val])):
                 outs[split].write(part.astype(np.uint16).tobytes())
                 n[split] += len(part)
@@ -152,7 +152,7 @@ def to_validation(i, fraction, offset):
     """Piece i is held out when floor(i * fraction + offset) steps up between i and i + 1: exactly one piece in any
     1/fraction in a row, evenly through the text, the same on every run. offset in [0, 1), from --seed, sets where
     the first falls among the first 1/fraction pieces; another seed holds out other pieces."""
-    return math.floor((i + 1) * fraction + offset) > math.floor(i * fraction + offset)
+    return np.floor((i + 1) * fraction + offset) > np.floor(i * fraction + offset)  # i: a number, or an array
 
 
 def batches(args):  # the stripped, non-empty pieces of the documents in lists for one encode call each
@@ -228,11 +228,11 @@ def pack(args, tok, outs):
 
 
 def no_validation(st, f, T, n):
-    """Why pass 2's n pieces gave no validation row, and only what would give one: less filtering, or more text (1/f
-    pieces, so that one is held out, holding T tokens) or a larger fraction f."""
-    if st["held"] > st["docs"]["val"]:  # held-out pieces were there, the filter dropped them
-        return (f"{st['held'] - st['docs']['val']} of the {st['held']} held-out pieces, {st['dropped']} of all {n} "
-                "dropped by the filter: raise --max_tokens_per_char (a small vocab needs more tokens per character)")
+    """Why pass 2's n pieces gave no validation row, and only what would give one: a laxer filter where it dropped
+    held-out pieces, else more text (1/f pieces, so that one is held out, holding T tokens) or a larger fraction f."""
+    if lost := st["held"] - st["docs"]["val"]:  # held-out pieces were there: the filter dropped them
+        return (f"{lost} of the {st['held']} held-out pieces, {st['dropped']} of all {n} dropped by the filter: raise "
+                "--max_tokens_per_char (a small vocab needs more tokens per character)")
     chars, tokens = st["chars"], max(1, st["tokens"])
     need, fit = max(chars / n, T * chars / tokens) / f, max(1 / n, T / tokens)
     return (f"the text is {chars:,} characters ({tokens:,} tokens in {n} pieces) and --val_fraction {f} holds out "
