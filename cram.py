@@ -38,7 +38,7 @@ import torch.nn.functional as F
 
 from errors import CramError, is_file_name  # a user's mistake: main() prints it in one line
 from hardware import amp_dtype, autocast, compile_by_default, device_peak_flops, pick_device, run_info
-from hardware import safe_console, stop_on_signals  # what is printed never raises; Ctrl+C saves, then stops
+from hardware import out_of_memory, safe_console, stop_on_signals  # out of memory or Ctrl+C: save, then stop
 from hardware import shard_model, start_processes  # several processes: read last
 from prepare import load_split, unigram_entropy  # data/: packed uint16 sequences, and its baseline
 
@@ -66,7 +66,9 @@ class Config:
     norm_eps: float = arg(1e-12, "LayerNorm epsilon")
     dropout: float = arg(0.0, "off during pretraining (the paper); finetune_glue.py turns it on")
     # objective
-    mask_rate: float = arg(0.25, "fraction of each sequence that is predicted (exactly round(rate * T))")
+    mask_rate: float = arg(0.25, "fraction of each sequence that is predicted (exactly round(rate * T)); evaluation's")
+    mask_from: float = arg(0.0, "> 0: training's rate falls from this to mask_to in 4 even steps (Ankner et al. 2023)")
+    mask_to: float = arg(0.15, "the last step of --mask_from's schedule; evaluation keeps --mask_rate")
     # optimization ("bert-o4")
     lr: float = arg(1e-3, "peak learning rate")
     beta1: float = arg(0.9, "AdamW's first-moment decay")
@@ -147,6 +149,13 @@ def mask_tokens(ids, mask_id, vocab_size, rate, generator):
                              random_ids.to(ids.dtype), targets[:, n_mask + n_rand:]], dim=1)
     inputs = ids.scatter(1, positions, slot_values)
     return inputs, positions, targets
+
+
+def mask_rate_at(t, cfg, steps=4):
+    """Training's rate at budget fraction t: mask_rate, or with --mask_from a staircase of `steps` even levels from
+    mask_from to mask_to (Ankner et al. 2023 fall linearly, 30% to 15%): 4 masked counts, 2 compiles (the 2nd: any)."""
+    level = min(int(t * steps), steps - 1) / (steps - 1)                          # 0, 1/3, 2/3, 1
+    return cfg.mask_from + level * (cfg.mask_to - cfg.mask_from) if cfg.mask_from > 0 else cfg.mask_rate
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -394,7 +403,8 @@ def check_config(cfg):
          f"{cfg.n_head} equal heads"),
         (0 <= cfg.narrow < cfg.n_layer, f"--narrow must be in [0, --n_layer {cfg.n_layer}): a wide block first"),
         (cfg.ffn_hidden >= 2 and cfg.ffn_hidden % 2 == 0, f"--ffn_hidden {cfg.ffn_hidden} must be even: GLU halves it"),
-        (0 < cfg.mask_rate < 1, f"--mask_rate must be between 0 and 1 (got {cfg.mask_rate})"),
+        (all(0 < r < 1 for r in (cfg.mask_rate, *((cfg.mask_from, cfg.mask_to) if cfg.mask_from else ()))),
+         "--mask_rate, and --mask_from and --mask_to when --mask_from is set, must be between 0 and 1"),
         (0 <= cfg.dropout < 1 and 0 <= cfg.local_bias < math.inf and (cfg.local_bias == 0 or cfg.n_head >= 2),
          "--dropout must be in [0, 1), --local_bias >= 0, finite and with >= 2 heads (the last one has none)"),
         (0 <= cfg.beta1 < 1 and 0 <= cfg.beta2 < 1 and cfg.adam_eps >= 0 and cfg.weight_decay >= 0,
@@ -446,8 +456,8 @@ def resume(path, cfg, meta, model, optimizer, scaler):
     ckpt = read_checkpoint(path, mmap=cfg.shard and sys.platform != "win32")  # Windows: a mapped file stays
     try:
         was, now = {**asdict(Config(**ckpt["config"])), **ckpt["meta"]}, {**asdict(cfg), **meta}  # new fields: defaults
-        for key in ("n_layer", "n_embd", "n_head", "ffn_hidden", "local_bias", "narrow", "mask_rate", "tokenizer",
-                    "vocab_size", "seq_len", "num_sequences"):  # the model, and the data in --data_dir
+        for key in ("n_layer", "n_embd", "n_head", "ffn_hidden", "local_bias", "narrow", "mask_rate", "mask_from",
+                    "mask_to", "tokenizer", "vocab_size", "seq_len", "num_sequences"):  # the model, the data
             if was.get(key) != now.get(key):
                 raise CramError(f"{path} was trained with {key}={was.get(key)} but this run has {now.get(key)}: "
                                 "use the same preset, flags and --data_dir, or another --out_dir")
@@ -499,12 +509,12 @@ class Log:
              budget=t, train_time=clock.train_time, tokens=tokens, flops=tokens * self.flops)
 
 
-def micro_batches(data, start, batch, cfg, ranks, meta, gen, device):
-    """This rank's slices of the step's rows start .. start + batch, one micro-batch each, masked."""
-    unit = cfg.micro_batch * ranks.world
+def micro_batches(data, start, batch, t, cfg, ranks, meta, gen, device):
+    """This rank's slices of the step's rows start .. start + batch, one micro-batch each, masked at rate(t)."""
+    unit, rate = cfg.micro_batch * ranks.world, mask_rate_at(t, cfg)  # mask_rate, or --mask_from's schedule
     for micro in range(batch // unit):
         ids = get_batch(data, start + micro * unit + ranks.rank * cfg.micro_batch, cfg.micro_batch, device)
-        yield mask_tokens(ids, meta["special_ids"]["mask"], meta["vocab_size"], cfg.mask_rate, gen)
+        yield mask_tokens(ids, meta["special_ids"]["mask"], meta["vocab_size"], rate, gen)
 
 
 def accumulate(train_model, batches, accum, amp, scaler, ranks):
@@ -536,16 +546,6 @@ def checkpoint(path, model, optimizer, scaler, clock, ranks, cfg, **facts):
                                **asdict(clock), "rng": {"torch": torch.get_rng_state()}, **facts})
 
 
-def out_of_memory(e, cfg, save, ranks, ckpt_path, step):
-    """Keep the work done (--shard: the others wait in a gather; the last checkpoint stays), name the knob."""
-    if not cfg.shard:
-        save()
-    where = f"saved at step {step}" if ranks.master and not cfg.shard else f"rank {ranks.rank}"
-    return CramError(f"out of memory with --micro_batch {cfg.micro_batch} ({str(e).split('. Including')[0]}; "
-                     f"{where}): continue {ckpt_path} with --resume --micro_batch {max(1, cfg.micro_batch // 2)} "
-                     "(the batch target stays)")
-
-
 def train(cfg):
     """Set up, then one loop: (evaluate, checkpoint: off the budget clock) -> check the budget -> accumulate
     micro-batches -> clip and step -> log. Returns the final validation loss."""
@@ -554,8 +554,8 @@ def train(cfg):
     train_data, meta = load_split(cfg.data_dir, "train")
     val_data, _ = load_split(cfg.data_dir, "val")
     T, mask_id, vocab_size = meta["seq_len"], meta["special_ids"]["mask"], meta["vocab_size"]
-    if round(cfg.mask_rate * T) < 1:
-        raise CramError(f"--mask_rate {cfg.mask_rate} masks no token of a {T}-token sequence: raise it")
+    if round(min(cfg.mask_rate, mask_rate_at(1, cfg)) * T) < 1:
+        raise CramError(f"--mask_rate or --mask_to masks no token of a {T}-token sequence: raise it")
 
     torch.manual_seed(cfg.seed)
     model = CrammedBERT(cfg, vocab_size, T).to(device)
@@ -611,7 +611,7 @@ def train(cfg):
             group["lr"] = lr
         gen.manual_seed(cfg.seed * 1_000_003 + clock.step * ranks.world + ranks.rank)  # masks: of the step
         try:
-            batches = micro_batches(train_data, clock.data_pos, batch, cfg, ranks, meta, gen, device)
+            batches = micro_batches(train_data, clock.data_pos, batch, t, cfg, ranks, meta, gen, device)
             accum = batch // (cfg.micro_batch * ranks.world)
             loss = ranks.mean(accumulate(train_model, batches, accum, amp, scaler, ranks)).item()  # a host sync
         except torch.OutOfMemoryError as e:

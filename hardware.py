@@ -122,6 +122,17 @@ GPU_PEAK_FLOPS = {r"NVIDIA H100 80GB HBM3|NVIDIA H100 SXM.*|NVIDIA H200": 989e12
                   r"Tesla V100-PCIE.*": 112e12, r"Tesla T4": 65e12}
 
 
+def out_of_memory(e, cfg, save, ranks, ckpt_path, step):
+    """cram.py's step ran out of memory: keep the work done (--shard: the others wait in a gather; the last
+    checkpoint stays), name the knob."""
+    if not cfg.shard:
+        save()
+    where = f"saved at step {step}" if ranks.master and not cfg.shard else f"rank {ranks.rank}"
+    return CramError(f"out of memory with --micro_batch {cfg.micro_batch} ({str(e).split('. Including')[0]}; "
+                     f"{where}): continue {ckpt_path} with --resume --micro_batch {max(1, cfg.micro_batch // 2)} "
+                     "(the batch target stays)")
+
+
 def device_peak_flops(device):
     if device.type != "cuda":  # no MFU on a CPU or MPS
         return None

@@ -254,10 +254,10 @@ def load_release(path, device="cpu"):
 # Config fields that change nothing the weights compute: the run, the recipe, the init (pos_scale_init), dropout
 # (fine-tuning sets its own). SHAPE's fields are written to config.json; local_bias and narrow are checked; a field
 # not named here (one added to cram.py later) is refused unless it has its default, the paper's.
-NOT_THE_FUNCTION = {"preset", "data_dir", "out_dir", "pos_scale_init", "dropout", "mask_rate", "lr", "beta1", "beta2",
-                    "adam_eps", "weight_decay", "grad_clip", "batch_size", "micro_batch", "ramp_until", "budget_hours",
-                    "max_steps", "eval_every", "eval_seqs", "ckpt_every_min", "resume", "device", "compile", "shard",
-                    "offload", "seed"}
+NOT_THE_FUNCTION = {"preset", "data_dir", "out_dir", "pos_scale_init", "dropout", "mask_rate", "mask_from", "mask_to",
+                    "lr", "beta1", "beta2", "adam_eps", "weight_decay", "grad_clip", "batch_size", "micro_batch",
+                    "ramp_until", "budget_hours", "max_steps", "eval_every", "eval_seqs", "ckpt_every_min", "resume",
+                    "device", "compile", "shard", "offload", "seed"}
 
 
 def check_exportable(cfg, where):

@@ -256,6 +256,43 @@ def test_masking_is_a_pure_function_of_the_generator_seed():
 
 # ---------------------------------------------------------------------------------------------- schedules
 
+def test_the_masking_schedule_falls_in_four_even_steps_and_is_off_in_both_presets():
+    cfg = Config(mask_from=0.3, mask_to=0.15)
+    rates = [cram.mask_rate_at(t, cfg) for t in (0.0, 0.24, 0.25, 0.5, 0.74, 0.75, 0.99, 1.0)]
+    assert rates == pytest.approx([0.30, 0.30, 0.25, 0.20, 0.20, 0.15, 0.15, 0.15])
+    for preset in cram.PRESETS:
+        cfg = cram.parse_config(["--preset", preset])
+        assert all(cram.mask_rate_at(t, cfg) == 0.25 for t in (0.0, 0.5, 1.0))
+
+
+def test_the_schedules_four_masked_counts_cost_torch_compile_two_graphs():
+    compiles = []
+    def backend(graph, example_inputs):  # counts what torch.compile compiles; runs the graph as it is
+        compiles.append(graph)
+        return graph.forward
+    torch._dynamo.reset()
+    model = torch.compile(CrammedBERT(Config(**TINY), vocab_size=64, seq_len=40), backend=backend)
+    cfg, gen = Config(mask_from=0.3, mask_to=0.15), torch.Generator().manual_seed(0)
+    for t in (0.0, 0.25, 0.5, 0.75, 0.0):
+        model(*mask_tokens(torch.randint(5, 64, (2, 40)), 4, 64, cram.mask_rate_at(t, cfg), gen)).backward()
+    torch._dynamo.reset()
+    assert len(compiles) == 2  # the first count, then one graph for any count (dynamo's automatic dynamic shapes)
+
+
+def test_with_a_masking_schedule_training_masks_on_it_and_evaluation_at_mask_rate(tmp_path, monkeypatch):
+    counts = []  # (the caller, its masked count): a spy around the real mask_tokens
+    def spy(ids, mask_id, vocab_size, rate, generator):
+        counts.append((sys._getframe(1).f_code.co_name, round(rate * ids.shape[1])))
+        return mask_tokens(ids, mask_id, vocab_size, rate, generator)
+    monkeypatch.setattr(cram, "mask_tokens", spy)
+    data = write_data(tmp_path / "data", T=40)
+    cram.main(["--data_dir", str(data), "--out_dir", str(tmp_path / "out"), "--max_steps", "8", "--mask_from", "0.3",
+               "--mask_to", "0.15", *TINY_FLAGS, "--batch_size", "4", "--compile", "false"])
+    train = [k for caller, k in counts if caller == "micro_batches"]
+    assert train == [12, 12, 10, 10, 8, 8, 6, 6]  # round(40 * rate), rate 0.30, 0.25, 0.20, 0.15: one per 2 steps
+    assert {k for caller, k in counts if caller == "evaluate"} == {10}  # mask_rate 0.25: runs compare on it
+
+
 @pytest.mark.parametrize("t, factor", [(0.0, 0.25), (0.5, 0.75), (0.75, 1.0), (0.875, 0.5), (1.0, 0.0)])
 def test_lr_is_one_cycle_on_the_budget_fraction(t, factor):
     assert lr_at(t, 1e-3) == pytest.approx(factor * 1e-3)
@@ -392,8 +429,10 @@ def test_bad_inputs_get_one_line_errors(tmp_path):
 
 @pytest.mark.parametrize("flags, message", [
     (["--lr", "nan"], "finite"), (["--lr", "-1"], "--lr and --grad_clip must be > 0"),
-    (["--grad_clip", "0"], "--grad_clip must be > 0"), (["--mask_rate", "0"], "--mask_rate must be between 0 and 1"),
-    (["--mask_rate", "1.5"], "--mask_rate"), (["--n_embd", "100", "--n_head", "3"], "split into 3 equal heads"),
+    (["--grad_clip", "0"], "--grad_clip must be > 0"), (["--mask_rate", "0"], "--mask_rate, and"),
+    (["--mask_rate", "1.5"], "--mask_rate"), (["--mask_from", "1"], "--mask_from and --mask_to when"),
+    (["--mask_from", "0.3", "--mask_to", "0"], "must be between 0 and 1"), (["--mask_from", "-0.3"], "--mask_from"),
+    (["--n_embd", "100", "--n_head", "3"], "split into 3 equal heads"),
     (["--n_embd", "127", "--n_head", "1"], "even (sin/cos pairs)"),
     (["--ffn_hidden", "511"], "--ffn_hidden 511 must be even"),
     (["--beta2", "1"], "--beta2"), (["--weight_decay", "-0.1"], "--weight_decay >= 0"),
