@@ -2,7 +2,7 @@
 5, the "GLUE-sane" recipe); keep the classifier for classify.py.
 
     python finetune_glue.py out/ckpt.pt                                   # all 8 tasks from the Hugging Face hub
-    python finetune_glue.py out/ckpt.pt --glue_dir ../shared/data/glue --tasks cola,sst2,mrpc,stsb,rte
+    python finetune_glue.py out/ckpt.pt --glue_dir glue --tasks cola,sst2,mrpc,stsb,rte   # offline: the GLUE TSVs
     python finetune_glue.py out/ckpt.pt --vs_random                       # and from random weights, side by side
     python finetune_glue.py out/ckpt.pt --train_file train.csv --validation_file dev.csv --save_model models/mine
 
@@ -241,7 +241,8 @@ def parse_args(argv=None):
     p.add_argument("ckpt", help="checkpoint written by cram.py (meta.json and tokenizer.json beside it), or the "
                    "paper's released model folder (JonasGeiping/crammed-bert: official.py)")
     p.add_argument("--tasks", help=f"comma-separated GLUE tasks (default: all of {','.join(GLUE)})")
-    p.add_argument("--glue_dir", help="folder with the GLUE TSVs (<DIR>/RTE/train.tsv ...); default: the hub")
+    p.add_argument("--glue_dir", default=os.environ.get("GLUE_DIR"), help="folder with the GLUE TSVs "
+                   "(<DIR>/RTE/train.tsv ...; offline); default: $GLUE_DIR if set, else the Hugging Face hub")
     p.add_argument("--train_file", help="your own task instead: a .csv, .tsv, .json or .jsonl file with a header")
     p.add_argument("--validation_file", help="its evaluation rows, in the same layout (needed with --train_file)")
     p.add_argument("--text_columns", help="a or a,b: the text column(s) (default: sentence1,sentence2; sentence; text)")
@@ -249,8 +250,7 @@ def parse_args(argv=None):
     p.add_argument("--task_name", help="the task's name in glue.md (default: the training file's stem, or its folder)")
     p.add_argument("--save_model", help="keep the classifier of the median seed in this folder, for classify.py")
     p.add_argument("--tokenizer_dir", help="folder with meta.json + tokenizer.json; default: the checkpoint's")
-    p.add_argument("--out", help="where glue.md, glue.json and predictions/ go; default: the checkpoint's folder "
-                   "(a hub name's: out/NAME)")
+    p.add_argument("--out", help="for glue.md, glue.json, predictions/; default: the checkpoint's folder (hub: out/X)")
     p.add_argument("--random_init", action="store_true", help="re-initialise the encoder: no-pretraining baseline")
     p.add_argument("--vs_random", action="store_true", help="also from random weights: both rows, their difference")
     p.add_argument("--device", default="auto", help="auto (the default), cuda, cpu or mps")

@@ -2,7 +2,7 @@
 
     git clone https://huggingface.co/JonasGeiping/crammed-bert    # or: hf download JonasGeiping/crammed-bert ...
     python fill_mask.py crammed-bert "the capital of france is [MASK] ."
-    python finetune_glue.py crammed-bert --glue_dir ../shared/data/glue --tasks rte   # the paper's recipe
+    python finetune_glue.py crammed-bert --tasks rte                  # the paper's recipe, RTE from the hub
 
 The folder holds config.json ("model_type": "crammedBERT", the architecture under "arch"), model.safetensors (the
 official module names; older uploads: pytorch_model.bin), tokenizer.json, tokenizer_config.json and

@@ -228,6 +228,14 @@ def test_quotes_are_text_not_csv_quoting(tmp_path):
     assert split.a == ['he said " hi'] and split.b == ['"yes" , \'no\''] and split.labels.tolist() == [0]
 
 
+def test_glue_dir_comes_from_the_flag_then_the_environment_then_the_hub(glue, monkeypatch):
+    assert fg.parse_args(["out/ckpt.pt"]).glue_dir is None  # the hub
+    monkeypatch.setenv("GLUE_DIR", str(glue))  # how CI runs the README's main job offline
+    assert fg.parse_args(["out/ckpt.pt"]).glue_dir == str(glue)
+    assert fg.pick_tasks(fg.parse_args(["out/ckpt.pt", "--tasks", "rte"]))[0].train.startswith(str(glue))
+    assert fg.parse_args(["out/ckpt.pt", "--glue_dir", "elsewhere"]).glue_dir == "elsewhere"
+
+
 def test_label_ids_match_the_hub(glue):
     for task, expected in [("rte", [0, 1]), ("qnli", [0, 1]), ("mnli", [0, 1, 2]), ("cola", [0, 1])]:
         name = "dev_matched.tsv" if task == "mnli" else "dev.tsv"

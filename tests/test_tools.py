@@ -163,6 +163,16 @@ def test_readme_gives_exactly_two_setup_commands_and_ci_runs_both():
         "CI must run the README's main-job command verbatim"
 
 
+def test_nothing_a_user_reads_or_runs_points_at_our_machines_shared_folder():
+    """A user clones only the project: no page, script or notebook may name ../shared (CI may: .ci/run, tests/;
+    the lab notebook records commands as they ran)."""
+    files = [p for p in ROOT.rglob("*") if p.suffix in (".md", ".py", ".ipynb", ".txt") and p.is_file()
+             and not {"tests", ".git", ".gpu", "out", "data"} & set(p.relative_to(ROOT).parts)]
+    named = [str(p.relative_to(ROOT)) for p in files if p.name != "notes.md"
+             and "../shared" in p.read_text(encoding="utf-8", errors="replace")]
+    assert len(files) > 20 and not named, f"these name ../shared, which a user does not have: {named}"
+
+
 def test_ci_stops_on_a_failure_anywhere_in_a_chained_line():
     """Under `set -e` bash goes on after a failure that is not the last command of an && chain (`a && b && c`: a
     failing b was ignored, so a broken main job passed CI): every chained line must end with `|| exit 1`."""
