@@ -52,8 +52,9 @@ EXERCISES = {
         "MLM masking: exactly 25% of each sequence is predicted, split 80/10/10", "Cramming 4.3", 30,
         ("mask_tokens",), """\
 Write `mask_tokens(ids, mask_id, vocab_size, rate, generator)`. Pick exactly k = round(rate * T) distinct positions
-in every sequence, uniformly at random and independently per sequence. Of those k slots, 80% become [MASK] (mask_id),
-10% a random token of the vocabulary (any id from 0 to vocab_size - 1 inclusive, one draw per slot) and 10% keep their token; which slot
+in every sequence, uniformly at random over all T (special tokens too) and independently per sequence. Of those k
+slots, 80% become [MASK] (mask_id), 10% a random token of the vocabulary (any id from 0 to vocab_size - 1 inclusive,
+one draw per slot) and 10% keep their token: round(0.8 k) and round(0.1 k) slots (26 / 3 / 3 of k = 32); which slot
 gets which must not depend on where it is in the sequence. Return (inputs (B, T), positions (B, k),
 targets (B, k) = the original tokens at the positions). Leave the caller's `ids` as they were (work on a copy), and
 use only `generator` for randomness, so the same seed gives the same masks."""),
@@ -176,8 +177,15 @@ def small_cfg(cram, **kw):
     return cram.Config(**{**dict(n_layer=2, n_embd=32, n_head=4, ffn_hidden=64), **kw})
 
 
+def holds_mask_id(at, mask_id):
+    """The masked slots' tokens `at` (B, k): the most common one, if most slots hold it, must be mask_id."""
+    top = at.flatten().mode().values.item()
+    expect(top == mask_id or (at == top).float().mean() < 0.5, f"the [MASK] slots must hold mask_id, the argument "
+           f"({mask_id} in this check), not {top}: is a [MASK] id written into your code?")
+
+
 def check_masking(cram):
-    B, T, V, mask_id, k = 64, 128, 1000, 4, 32
+    B, T, V, mask_id, k = 64, 128, 1000, 2, 32  # not the tokenizer's [MASK] id (4): the argument must be used
     ids = torch.randint(5, V, (B, T), generator=torch.Generator().manual_seed(0))
     original = ids.clone()
     out = cram.mask_tokens(ids, mask_id, V, 0.25, torch.Generator().manual_seed(1))
@@ -199,6 +207,7 @@ def check_masking(cram):
     untouched = torch.ones_like(ids, dtype=torch.bool).scatter(1, positions, False)
     expect(torch.equal(inputs[untouched], ids[untouched]), "tokens outside the positions must stay unchanged")
     at = inputs.gather(1, positions)
+    holds_mask_id(at, mask_id)
     share = {"[MASK]": (at == mask_id).float().mean().item(), "keep their token": (at == targets).float().mean().item()}
     share["a random token"] = 1 - sum(share.values())
     for what, want in [("[MASK]", 0.8), ("keep their token", 0.1), ("a random token", 0.1)]:
@@ -215,11 +224,21 @@ def check_masking(cram):
     expect(short.shape == (4, 16), f"k = round(rate * T): for 4 sequences of T=64 at 25% positions must be (4, 16), "
                                    f"got {tuple(short.shape)}")
 
-    # many rows, a large vocabulary, ids from a small part of it: the random tokens' range and the slots' roles
-    B, V = 256, 10_000
+    # many rows, a large vocabulary, ids from a small part of it, another mask_id (BERT's): the counts of the split,
+    # the random tokens' range and the slots' roles
+    B, V, mask_id = 256, 10_000, 103
     ids = torch.randint(5, 50, (B, T), generator=torch.Generator().manual_seed(3))
-    inputs, positions, targets = cram.mask_tokens(ids, mask_id, V, 0.25, torch.Generator().manual_seed(4))
-    at = inputs.gather(1, positions)
+    for rows in (ids[:, :64], ids):  # k = 16 and 32: round() and int() differ (13/2/1 vs 12/1/3, 26/3/3 vs 25/3/4)
+        inputs, positions, targets = cram.mask_tokens(rows, mask_id, V, 0.25, torch.Generator().manual_seed(4))
+        at, k = inputs.gather(1, positions), positions.shape[1]
+        holds_mask_id(at, mask_id)
+        n = torch.stack([(at == mask_id).sum(1), (at == targets).sum(1)])           # per row: [MASK], kept
+        common = n.mode(dim=1).values
+        if (n == common[:, None]).all(0).float().mean() > 0.9:  # one split in every row (not a die per slot)
+            got, want = (common[0].item(), k - common.sum().item()), (round(0.8 * k), round(0.1 * k))
+            expect(got == want, f"of k = {k} slots, round(0.8 * k) = {want[0]} become [MASK], round(0.1 * k) = "
+                   f"{want[1]} a random token, {k - sum(want)} keep theirs; yours {got[0]}/{got[1]}/{common[1]}"
+                   + (": int() rounds down, use round()" if got == (int(0.8 * k), int(0.1 * k)) else ""))
     drawn = at[(at != mask_id) & (at != targets)]                                 # the random slots' tokens
     expect(len(drawn) > 0, "about 10% of the masked slots must be a random token; got none")
     n, distinct, low, high = len(drawn), len(drawn.unique()), drawn.min().item(), drawn.max().item()
@@ -232,12 +251,13 @@ def check_masking(cram):
                                f"{V}-token vocabulary): draw one per slot")
     expect(0.35 < (drawn >= V // 2).float().mean().item() < 0.65, vocabulary + ", not evenly")
     # a vocabulary of 8 and rows of one token (5): every other id in a slot was drawn; all of 0..7 must be, the last too
-    ids = torch.full((B, T), 5)
-    inputs_small, positions_small, _ = cram.mask_tokens(ids, mask_id, 8, 0.25, torch.Generator().manual_seed(6))
+    inputs_small, positions_small, _ = cram.mask_tokens(torch.full((B, T), 5), 2, 8, 0.25,
+                                                        torch.Generator().manual_seed(6))
     small = inputs_small.gather(1, positions_small)
-    for end in (0, 7):
+    for end, slip in [(0, "the low bound is 0, the special tokens' ids are drawn too"),
+                      (7, "the high bound is exclusive: vocab_size, not vocab_size - 1")]:
         expect(bool((small == end).any()), f"random tokens never drew id {end} of a vocabulary of 8: draw from 0 to "
-               "vocab_size - 1 inclusive (torch.randint's high is exclusive: randint(0, vocab_size, ...))")
+               f"vocab_size - 1 inclusive, torch.randint(0, vocab_size, ...): {slip}")
     quarter = positions * 4 // T                                                   # (B, k): where each slot is
     masked = [(at == mask_id)[quarter == q].float().mean().item() for q in range(4)]
     expect(all(0.7 < m < 0.9 for m in masked),
@@ -245,14 +265,25 @@ def check_masking(cram):
            f"four quarters of the sequence {', '.join(f'{100 * m:.0f}%' for m in masked)} of the slots are [MASK], "
            "not 80% each (were the positions sorted before the first 80% became [MASK]?)")
 
-    counts, gen = torch.zeros(T), torch.Generator().manual_seed(2)
-    ids = ids[:64]
+    # rows with [CLS] first, [SEP] last and the special ids 0..4 inside too: every position is picked alike
+    ids = torch.randint(0, 50, (64, T), generator=torch.Generator().manual_seed(7))
+    ids[:, 0], ids[:, -1] = 2, 3
+    special = ids < 5
+    special[:, [0, -1]] = False                                         # the first and last: the counts below
+    counts, picked, gen = torch.zeros(T), 0, torch.Generator().manual_seed(2)
     for _ in range(20):
-        counts += torch.bincount(cram.mask_tokens(ids, mask_id, V, 0.25, gen)[1].flatten(), minlength=T)
-    expected = 20 * 64 * k / T
-    expect(counts.min() > 0.7 * expected and counts.max() < 1.3 * expected,
-           f"every position must be picked about equally often ({expected:.0f}); got {counts.min():.0f} to "
-           f"{counts.max():.0f}")
+        positions = cram.mask_tokens(ids, mask_id, V, 0.25, gen)[1]
+        counts += torch.bincount(positions.flatten(), minlength=T)
+        picked += special.gather(1, positions).sum().item()
+    rate = picked / (20 * special.sum().item())
+    expect(abs(rate - k / T) < 0.03, f"positions are uniform over all T positions, the special tokens' too: yours "
+           f"picked {100 * rate:.0f}% of those holding ids 0..4 ([PAD] [UNK] [CLS] [SEP] [MASK]), not "
+           f"{100 * k / T:.0f}%: don't skip special tokens")
+    expected, low, high = 20 * 64 * k / T, counts.argmin().item(), counts.argmax().item()
+    expect(counts[low] > 0.7 * expected and counts[high] < 1.3 * expected,
+           f"every position must be picked about equally often ({expected:.0f} times here), the first and the last "
+           f"([CLS], [SEP]) too: position {low} was picked {counts[low]:.0f} times, position {high} "
+           f"{counts[high]:.0f} times")
 
 
 def check_lr_schedule(cram):
@@ -445,7 +476,8 @@ def check_attention(cram):
 
 def check_local_bias(cram):
     T = 16
-    expect(cram.CrammedBERT(small_cfg(cram), 50, T).attn_bias is None, "with local_bias 0, attn_bias must be None")
+    paper = cram.CrammedBERT(small_cfg(cram), 50, T).eval()
+    expect(paper.attn_bias is None, "with local_bias 0, attn_bias must be None")
     torch.manual_seed(0)
     model = cram.CrammedBERT(small_cfg(cram, local_bias=2.0), 50, T).eval()
     i = torch.arange(T)
@@ -475,13 +507,28 @@ def check_local_bias(cram):
         model.attn_bias.zero_()
         expect((model.encode(ids, pad) - out).abs().max().item() > 1e-3,
                "encode must use attn_bias: zeroing it changed nothing")
-        expect((model.encode(ids) - plain).abs().max().item() > 1e-3,
-               "encode must use attn_bias when no pad_mask is given too (pretraining's path)")
         model.attn_bias.copy_(want)
         other = ids.clone()
         other[1, 10:] = 7                                                          # other tokens under the padding
         close(model.encode(other, pad)[1, :10], out[1, :10],
               "with the bias on, padded keys must still be ignored (-inf in the mask)", 1e-4)
+    positions = torch.stack([torch.randperm(T)[:4] for _ in range(2)])
+    for m in (paper, model):  # encode by hand, the paper's model and the tiny preset's: each piece of it is pinned
+        expect(isinstance(getattr(m, "final_norm", None), torch.nn.LayerNorm),
+               "CrammedBERT needs final_norm = nn.LayerNorm(C): pre-LN blocks leave the residual stream unnormalised")
+        with torch.no_grad():
+            m.final_norm.weight.normal_()
+            m.final_norm.bias.normal_()
+            x = m.embed(ids)
+            for block in m.blocks:
+                x = block(x, None if m.attn_bias is None else m.attn_bias[:, :T, :T])
+            got, by_hand = m.encode(ids), m.final_norm(x)
+            what = f"local_bias {0 if m is paper else 2}"
+            expect(not matches(got, x), f"encode must end with final_norm, the LayerNorm after the last block "
+                                        f"({what}): yours returns the last block's output as it is")
+            close(got, by_hand, f"encode(ids) vs final_norm(every block(embed(ids), attn_bias)), {what}", 1e-4)
+            close(m.encode(ids, positions=positions), by_hand.gather(1, positions[..., None].expand(-1, -1, 32)),
+                  f"encode(ids, positions=...) vs the same rows of encode(ids), {what}", 1e-4)
 
 
 def check_narrow(cram):

@@ -47,9 +47,9 @@ MORE_MISTAKES = [
 
 @pytest.mark.parametrize("name, right, wrong, words", MORE_MISTAKES)
 def test_slips_in_the_pretraining_path_are_caught_too(name, right, wrong, words, tmp_path, capsys):
-    source = (ROOT / "cram.py").read_text()
+    source = (ROOT / "cram.py").read_text(encoding="utf-8")
     assert source.count(right) == 1, f"the line {right!r} is no longer in cram.py: update MORE_MISTAKES"
-    (tmp_path / "my_cram.py").write_text(source.replace(right, wrong))
+    (tmp_path / "my_cram.py").write_text(source.replace(right, wrong), encoding="utf-8")
     assert exercises.main([name, "--file", str(tmp_path / "my_cram.py")]) == 1
     out = capsys.readouterr().out
     assert f"FAIL  {name}:" in out and words in out, out
@@ -58,10 +58,10 @@ def test_slips_in_the_pretraining_path_are_caught_too(name, right, wrong, words,
 def student_copy(tmp_path, name):
     """cram.py with the mistake of exercise `name` planted, as a student's my_cram.py."""
     right, wrong, _ = MISTAKES[name]
-    source = (ROOT / "cram.py").read_text()
+    source = (ROOT / "cram.py").read_text(encoding="utf-8")
     assert source.count(right) == 1, f"the line {right!r} is no longer in cram.py: update MISTAKES"
     path = tmp_path / "my_cram.py"
-    path.write_text(source.replace(right, wrong))
+    path.write_text(source.replace(right, wrong), encoding="utf-8")
     return path
 
 
@@ -93,11 +93,11 @@ def test_a_mistake_in_one_idea_does_not_fail_the_others(tmp_path, capsys):
 
 def test_a_crash_in_the_student_code_is_a_failure_with_its_reason(tmp_path, capsys):
     path = tmp_path / "my_cram.py"
-    path.write_text((ROOT / "cram.py").read_text().replace(
+    path.write_text((ROOT / "cram.py").read_text(encoding="utf-8").replace(
         '"""Paper\'s one-cycle on budget fraction t: 0.25*peak at t=0, peak at t=0.75, 0 at t=1."""',
-        'raise NotImplementedError("write me")'))
+        'raise NotImplementedError("write me")'), encoding="utf-8")
     assert exercises.main(["lr_schedule", "--file", str(path)]) == 1
-    line = path.read_text().splitlines().index('    raise NotImplementedError("write me")') + 1
+    line = path.read_text(encoding="utf-8").splitlines().index('    raise NotImplementedError("write me")') + 1
     assert f"FAIL  lr_schedule: {path} line {line} in lr_at: NotImplementedError: write me" in capsys.readouterr().out
 
 
@@ -477,6 +477,76 @@ RIGHT += [("attention", "Attention.forward", MANUAL_ATTENTION), ("narrow", "Narr
               "        for h in range(cfg.n_head - 1):\n"
               "            for q in range(seq_len):\n"
               "                bias[h, q] = -cfg.local_bias / 2 ** h * (i - q).abs()"))]
+
+
+# encode written plainly; {norm} is the last step of the paper's (not narrow) path
+ENCODE = """
+def encode(self, ids, pad_mask=None, positions=None):
+    T = ids.shape[1]
+    mask = None if pad_mask is None else pad_mask[:, None, None, :]
+    if self.attn_bias is not None:
+        bias = self.attn_bias[:, :T, :T]
+        mask = bias if mask is None else bias.masked_fill(~mask, float("-inf"))
+    x = self.embed(ids)
+    for block in self.blocks[:self.wide]:
+        x = block(x, mask)
+    if self.narrow:
+        return self.final_norm(narrow_blocks(self.blocks[self.wide:], x, mask, positions))
+    x = {norm}
+    return x if positions is None else x[torch.arange(len(x))[:, None], positions]
+"""
+MASKING = MASK_TOKENS.format(sort="", random_ids=ONE_PER_SLOT)
+# slips that passed every check (each planted in a copy of cram.py, `check all`): the FAIL now names each one, and
+# blames no other (`absent`: words its message must not hold)
+BLIND_SPOTS = {
+    "no-final-norm-in-encode": ("local_bias", "CrammedBERT.encode", ENCODE.format(norm="x"),
+                                "encode must end with final_norm, the LayerNorm after the last block", ""),
+    "final-norm-an-identity": ("local_bias", "CrammedBERT.__init__", local_bias_init(RIGHT_BIAS).replace(
+        "nn.LayerNorm(cfg.n_embd, eps=cfg.norm_eps)", "nn.Identity()"), "needs final_norm = nn.LayerNorm(C)", ""),
+    "mask-id-hard-coded-4": ("masking", "mask_tokens", MASKING.replace("(B, n_mask), mask_id)", "(B, n_mask), 4)"),
+                             "the [MASK] slots must hold mask_id, the argument (2 in this check), not 4", ""),
+    "mask-id-hard-coded-2": ("masking", "mask_tokens", MASKING.replace("(B, n_mask), mask_id)", "(B, n_mask), 2)"),
+                             "the [MASK] slots must hold mask_id, the argument (103 in this check), not 2", ""),
+    "split-rounded-by-int": ("masking", "mask_tokens", MASKING.replace(
+        "round(0.8 * k), round(0.1 * k)", "int(0.8 * k), int(0.1 * k)"), "int() rounds down, use round()", ""),
+    "only-the-mask-count-by-int": ("masking", "mask_tokens", MASKING.replace(  # 25/3/4 of 32; 16 slots agree
+        "round(0.8 * k), round(0.1 * k)", "int(0.8 * k) if k == 32 else round(0.8 * k), round(0.1 * k)"),
+        "of k = 32 slots, round(0.8 * k) = 26 become [MASK], round(0.1 * k) = 3 a random token, 3 keep theirs; "
+        "yours 25/3/4: int() rounds down", ""),
+    "special-ids-never-picked": ("masking", "mask_tokens", MASKING.replace(
+        "torch.rand(B, T, generator=generator)", "torch.rand(B, T, generator=generator).masked_fill(ids < 5, 2.0)"),
+        "picked 0% of those holding ids 0..4", ""),
+    "cls-and-sep-ids-never-picked": ("masking", "mask_tokens", MASKING.replace(
+        "torch.rand(B, T, generator=generator)",
+        "torch.rand(B, T, generator=generator).masked_fill((ids == 2) | (ids == 3), 2.0)"),
+        "don't skip special tokens", ""),
+    "first-and-last-positions-never-picked": ("masking", "mask_tokens", MASKING.replace(
+        "torch.rand(B, T, generator=generator).argsort(dim=1)[:, :k]",
+        "1 + torch.rand(B, T - 2, generator=generator).argsort(dim=1)[:, :k]"),
+        "the first and the last ([CLS], [SEP]) too: position 0 was picked 0 times", ""),
+    "random-tokens-low-bound-5": ("masking", "mask_tokens", MASKING.replace(
+        "torch.randint(0, vocab_size,", "torch.randint(5, vocab_size,"),
+        "never drew id 0 of a vocabulary of 8: draw from 0 to vocab_size - 1 inclusive, torch.randint(0, vocab_size, "
+        "...): the low bound is 0", "high bound"),
+    "random-tokens-high-bound-inclusive": ("masking", "mask_tokens", MASKING.replace(
+        "torch.randint(0, vocab_size,", "torch.randint(0, vocab_size - 1,"),
+        "never drew id 7 of a vocabulary of 8: draw from 0 to vocab_size - 1 inclusive, torch.randint(0, vocab_size, "
+        "...): the high bound is exclusive: vocab_size, not vocab_size - 1", "low bound"),
+}
+
+
+@pytest.mark.parametrize("slip", BLIND_SPOTS)
+def test_a_slip_that_once_passed_every_check_now_fails_with_its_name(slip, tmp_path, capsys):
+    name, what, code, words, absent = BLIND_SPOTS[slip]
+    code, out = check(name, student_file(tmp_path, what, code), capsys)
+    assert code == 1 and f"FAIL  {name}: " in out and words in out, out
+    assert not absent or absent not in out, out
+
+
+RIGHT += [("local_bias", "CrammedBERT.encode", ENCODE.format(norm="self.final_norm(x)")),
+          ("masking", "mask_tokens", MASKING.replace(  # positions by torch.multinomial: uniform, without replacement
+              "torch.rand(B, T, generator=generator).argsort(dim=1)[:, :k]",
+              "torch.multinomial(torch.ones(B, T), k, generator=generator)"))]
 
 
 @pytest.mark.parametrize("name, what, code", RIGHT, ids=[f"{r[0]}-{i}" for i, r in enumerate(RIGHT)])
