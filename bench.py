@@ -13,7 +13,7 @@ before it, fp32 on a CPU), so a ratio compares code, not precisions; on a GPU ea
 
 Timings on a shared CPU are noisy, so the candidates (ours, the matmul ceiling, transformers' BERT) are run
 interleaved, `--rounds` times, and only ratios taken within one round are reported (their median).
-FLOPs per token follow RECIPE.md: 6 * non-embedding parameters + 12 * L * d * T + 6 * d * V * mask_rate.
+FLOPs per token follow docs/recipe.md: 6 * non-embedding parameters + 12 * L * d * T + 6 * d * V * mask_rate.
 """
 import argparse
 import os

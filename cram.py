@@ -16,7 +16,7 @@ The architecture (paper section 4.2, the final "crammed BERT"):
 - sparse prediction: the vocabulary projection runs only on the masked positions; dropout off (on for fine-tuning)
 - the loss inside the compiled model; bf16 autocast and residual stream from Ampere on, fp16 + GradScaler before it
 - tiny CPU preset only: a fixed local attention bias -slope*|i - j| (ALiBi, Press et al. 2022); docs/notes.md
-The recipe (section 4.3, with the reference code's final values: RECIPE.md): MLM at 25% (80/10/10), AdamW,
+The recipe (section 4.3, with the reference code's final values: docs/recipe.md): MLM at 25% (80/10/10), AdamW,
 lr(t) = peak * min(0.25 + t, 4(1 - t)) with t the fraction of the time budget used, batch size ramped linearly to
 8192 sequences at t = 0.6 by gradient accumulation, gradient clipping 0.5, stop when the budget is spent.
 """
@@ -313,7 +313,7 @@ def narrow_blocks(blocks, context, attn_mask, positions):
 
 
 def flops_per_token(model, cfg, seq_len):
-    """RECIPE.md: 6 * non-embedding params + attention 12*L*d*T + sparse head 6*d*V*mask_rate (fwd + bwd). A narrow
+    """docs/recipe.md: 6 * non-embedding params + attention 12*L*d*T + sparse head 6*d*V*mask_rate (fwd + bwd). A narrow
     block runs its key/value weights (2 d^2) at every position, the rest and its attention at mask_rate of them."""
     vocab, d = model.embed.tok.weight.shape
     n_nonembed = sum(p.numel() for p in model.parameters()) - vocab * d

@@ -11,7 +11,7 @@ The paper's data recipe (Geiping & Goldstein 2022, sections 4.1 and 4.4): a Word
 on the same text (lowercase, strip accents, drop non-ASCII; ids [PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4); [SEP] after
 each document; documents concatenated and cut into --seq_len rows, no padding; documents with >= 0.25 tokens per
 character dropped (they compress badly: code, tables, noise); train rows sorted by their number of "." tokens, most
-first: a curriculum that cram.py reads in order (the 0.25 and the "." key are the reference code's, RECIPE.md).
+first: a curriculum that cram.py reads in order (the 0.25 and the "." key are the reference code's, docs/recipe.md).
 Inputs: .txt (a document a file), WikiExtractor output (one an article), .jsonl (one a line), each maybe .gz; a
 document over 5,000 characters is cut into pieces at paragraph ends first, and the validation split takes pieces.
 Output: train.bin, val.bin (uint16, (rows, seq_len)), tokenizer.json, and meta.json last: it vouches for the set.
