@@ -85,7 +85,8 @@ def side_by_side(runs):
         config = {k: v for k, v in run_config(run).items() if k not in ("seed", "out_dir", "resume")}
         if config and under is not None:
             groups.setdefault(json.dumps(config, sort_keys=True), []).append((rows[-1][0], under))
-    spreads = {tuple(n for n, _ in g): max(u for _, u in g) - min(u for _, u in g) for g in groups.values() if len(g) > 1}
+    seeds = {tuple(n for n, _ in g): [u for _, u in g] for g in groups.values() if len(g) > 1}
+    spreads = {names: max(u) - min(u) for names, u in seeds.items()}
     noise = max(spreads.values(), default=None)
     print(f"{'run':<24} {'steps':>7} {'tokens':>12} {'val loss':>9} {'under unigram':>14}  vs the first")
     for i, (name, step, tokens, last, under) in enumerate(rows):
@@ -93,8 +94,9 @@ def side_by_side(runs):
             " (within the noise)" if noise is not None and abs(under - rows[0][4]) <= noise else "")
         print(f"{name:<24} {step:>7,} {tokens or 0:>12,} {last if last is not None else float('nan'):>9.4f} "
               f"{under if under is not None else float('nan'):>+14.3f}  {diff}")
-    for names, spread in spreads.items():
-        print(f"seeds: {', '.join(names)} differ only in --seed: their spread is {spread:.3f} nats under unigram")
+    for names, spread in spreads.items():  # the mean and spread are what a row of docs/records.md gives
+        print(f"seeds: {', '.join(names)} differ only in --seed: mean {sum(seeds[names]) / len(names):+.3f}, spread "
+              f"{spread:.3f} nats under unigram")
     if len(rows) > 1 and noise is None:
         print("no two runs here differ only in --seed, so the noise is unknown: the tiny preset's spread over 5 seeds "
               "is in the README (tweak and rerun)")
