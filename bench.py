@@ -7,6 +7,7 @@
     python bench.py --preset paper --narrow 4,8,12               # + NarrowBERT: the last N blocks narrow, each N
     python bench.py --preset paper --profile                     # + where the step's time goes, kernel by kernel
     python bench.py --memory                                     # per-GPU bytes of DDP and --shard, by arithmetic
+    python bench.py --preset paper --finetune 1,2,4 --seq_len 64 # fine-tuning steps, 1, 2, 4 runs side by side
 
 Every candidate runs in the precision train() would pick here (hardware.amp_dtype: bf16 from Ampere on, fp16
 before it, fp32 on a CPU), so a ratio compares code, not precisions; on a GPU each also gets its own peak memory.
@@ -169,6 +170,34 @@ def official_model(cfg, vocab, T, device, folder, compile_, accum):
     return train_step(model, optimizer, cfg, vocab, T, device, compile_, accum, loss_of)
 
 
+def finetune_runs(cfg, vocab, T, device, runs, warmup, steps, compile_):
+    """--finetune: `runs` fine-tuning runs side by side, each finetune_glue.training_step as finetune_glue.py steps
+    it (the checkpoint's encoder and a fresh head, the paper's recipe: batch 16, dropout 0.1, AdamW; on a CUDA GPU a
+    graph) on a batch of T-token pairs, each on its own CUDA stream: the small kernels of one can run beside the
+    others'. Seconds a step of one run (a round of steps / runs). A speed probe: the runs share one random generator.
+    compile_: the model under torch.compile (finetune_glue.py does not compile: this measures what it would buy)."""
+    import contextlib
+    import finetune_glue
+    from classifier import GlueModel
+    args, rounds = argparse.Namespace(**finetune_glue.PAPER), []
+    for seed in range(runs):
+        torch.manual_seed(seed)
+        encoder = cram.CrammedBERT(replace(cfg, dropout=args.dropout), vocab, T)
+        model = GlueModel(encoder, cfg.n_embd, 2, args.head_hidden, args.dropout, "cls", 3, True).to(device).train()
+        step = finetune_glue.training_step(torch.compile(model) if compile_ else model, args, device)[0]
+        batch = (torch.randint(5, vocab, (args.batch_size, T), device=device),
+                 torch.ones(args.batch_size, T, dtype=torch.bool, device=device),
+                 torch.randint(0, 2, (args.batch_size,), device=device))
+        stream = torch.cuda.Stream(device) if device.type == "cuda" else None
+        rounds.append((step, batch, stream))
+
+    def one_round():
+        for step, batch, stream in rounds:
+            with torch.cuda.stream(stream) if stream else contextlib.nullcontext():
+                step(*batch)
+    return timed(one_round, warmup, steps, device) / runs
+
+
 def matmul(device, n=4096):
     """The device's own ceiling: an n x n matmul in the training precision; returns (fn, FLOPs per call). Tests pass a
     small n: a CPU without native bf16 emulates it (a 1024^3 bf16 matmul: 2.1 s vs 0.007 s with AMX, notes)."""
@@ -224,6 +253,8 @@ def main(argv=None):
     p.add_argument("--matmul_size", type=int, default=4096, help="n of the n x n matmul that measures the ceiling")
     p.add_argument("--memory", action="store_true", help="print the memory arithmetic of DDP and --shard, and stop")
     p.add_argument("--profile", action="store_true", help="also profile our step: its time by kernel and by kind")
+    p.add_argument("--finetune", default="", help="instead: fine-tuning steps of 1 or more runs side by side, e.g. "
+                   "1,2,4 (batch 16 of --seq_len tokens, each run on its own CUDA stream), and stop")
     args = p.parse_args(argv)
     if args.memory:
         return memory()
@@ -245,6 +276,8 @@ def main(argv=None):
             cram.check_config(replace(cfg, narrow=n))
     except (ValueError, cram.CramError) as e:
         raise SystemExit(f"bench.py: error: --narrow {args.narrow!r}: {e}")
+    if args.finetune:
+        return finetune(cfg, args, device)
     T, tokens = args.seq_len, args.accum * cfg.micro_batch * args.seq_len
     print(f"bench: preset {cfg.preset} | L{cfg.n_layer} d{cfg.n_embd} V{args.vocab_size} T{T} | micro-batch "
           f"{cfg.micro_batch} x {args.accum} | {device} | compile {compile_} | torch {torch.__version__} | "
@@ -314,6 +347,30 @@ def main(argv=None):
         rss = max_rss_gib()
         print(f"peak memory: {rss:.2f} GiB (process max RSS)" if rss is not None else "peak memory: n/a (Windows)")
     return tok_s
+
+
+def finetune(cfg, args, device):
+    """--finetune 1,2,4: ms a fine-tuning step of one run, for each number of runs side by side, and the paper's GLUE
+    protocol at that pace (arithmetic: its 8 tasks' rows, 5 epochs, 5 seeds, batch 16, all at --seq_len tokens)."""
+    import finetune_glue
+    try:
+        counts = [int(n) for n in args.finetune.split(",")]
+        assert counts and min(counts) >= 1
+    except (ValueError, AssertionError):
+        raise SystemExit(f"bench.py: error: --finetune {args.finetune!r}: give run counts >= 1, e.g. 1,2,4") from None
+    protocol = sum(-(-n // 16) for n in finetune_glue.GLUE_TRAIN_ROWS.values()) * 5 * 5
+    print(f"bench --finetune: preset {cfg.preset} | L{cfg.n_layer} d{cfg.n_embd} V{args.vocab_size} | batch 16 x "
+          f"{args.seq_len} tokens | {device} | compile {bool(args.compile)} | torch {torch.__version__}")
+    paces = {}
+    for runs in counts:
+        paces[runs] = finetune_runs(cfg, args.vocab_size, args.seq_len, device, runs, args.warmup, args.steps,
+                                    bool(args.compile))
+        print(f"{runs} run{'s side by side' if runs > 1 else ''}: {1e3 * paces[runs]:.2f} ms a step of one run "
+              f"({paces[counts[0]] / paces[runs]:.2f}x the first) | the paper's protocol ({protocol:,} steps) at "
+              f"this pace ~ {protocol * paces[runs] / 3600:.1f} h")
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    return paces
 
 
 if __name__ == "__main__":

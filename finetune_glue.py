@@ -87,21 +87,19 @@ def length_grouped(lengths, batch_size, gen, window=100):
     return [batches[i] for i in torch.randperm(len(batches), generator=gen).tolist()]
 
 
-def finetune(model, ids, labels, args, seed, device, desc, pace=None):
-    """args.epochs passes over (ids, labels) in batches of args.batch_size examples of similar length (length_grouped);
-    returns the last batch's loss. The rows go to the device once and nothing is read back until the end: the host
-    never waits for the GPU. On a CUDA GPU (bf16) each step is replayed as a CUDA graph (hardware.Replay), its batch
-    padded to a multiple of 32 tokens: a new shape costs two plain steps and a graph's memory, and 32 gives at most 4
-    (max_len 128) for at most 31 padded tokens. pace(seconds a step): once, at step 500, the time of steps 300-500."""
-    gen, lengths = torch.Generator().manual_seed(seed), [len(s) for s in ids]
-    batches = [b for _ in range(args.epochs) for b in length_grouped(lengths, args.batch_size, gen)]
+def training_step(model, args, device):
+    """One fine-tuning step of the model, (ids, pad_mask, labels) -> loss, and set_lr(value). On a CUDA GPU (bf16)
+    it is replayed as a CUDA graph (hardware.Replay); graphs then tells finetune to pad batches to fixed widths."""
     dtype = amp_dtype(device)
     graphs = device.type == "cuda" and dtype == torch.bfloat16  # fp16 (T4, V100): GradScaler reads the host each step
-    lr = torch.tensor(args.lr, device=device) if graphs else args.lr  # a replay reruns the recorded kernels with
-    # the numbers they were recorded with: a float lr would stay fixed, a tensor's value is read at every replay
+    lr = torch.tensor(args.lr, device=device) if graphs else args.lr  # a graph replays the numbers it recorded:
+    # a float lr would stay fixed, a tensor's value is read at every replay
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=(args.beta1, args.beta2), eps=args.adam_eps,
                                   weight_decay=args.weight_decay, fused=device.type == "cuda", capturable=graphs)
     scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)  # as cram.py
+
+    def set_lr(value):  # one group: all weights; with graphs the recorded step reads the lr from its tensor
+        lr.fill_(value) if graphs else optimizer.param_groups[0].update(lr=value)
 
     def step(batch_ids, pad_mask, y):
         with autocast(device, dtype):  # as in pretraining: bf16 from Ampere on, fp16 before it, else fp32
@@ -113,7 +111,17 @@ def finetune(model, ids, labels, args, seed, device, desc, pace=None):
         scaler.update()
         return loss.detach()
 
-    run_step = Replay(step) if graphs else step
+    return (Replay(step) if graphs else step), set_lr, graphs
+
+
+def finetune(model, ids, labels, args, seed, device, desc, pace=None):
+    """args.epochs passes over (ids, labels) in batches of args.batch_size of similar length (length_grouped); returns
+    the last loss. The rows go to the device once, nothing is read back until the end. With CUDA graphs a batch is
+    padded to a multiple of 32 tokens: at most 4 shapes (each costs two plain steps), at most 31 padded tokens.
+    pace(seconds a step): once, at step 500, the time of steps 300-500."""
+    gen, lengths = torch.Generator().manual_seed(seed), [len(s) for s in ids]
+    batches = [b for _ in range(args.epochs) for b in length_grouped(lengths, args.batch_size, gen)]
+    run_step, set_lr, graphs = training_step(model, args, device)
     table, masks = collate(ids, args.pad_id, device)  # every row padded to the longest, (N, T), on the device once
     targets = torch.tensor(labels.tolist()).to(device)  # STS-B's scores in float32: MPS has no float64
     rows = torch.cat(batches).to(device)  # every step's row numbers, in one copy
@@ -121,10 +129,7 @@ def finetune(model, ids, labels, args, seed, device, desc, pace=None):
     bar = tqdm(batches, desc=desc, unit="step", leave=False, dynamic_ncols=True, disable=not sys.stderr.isatty())
     start = t0 = 0  # where this step's rows start in `rows`; (the bar: on a terminal only, not in a log file)
     for n, batch in enumerate(bar):
-        if graphs:  # the graph reads the lr from its tensor
-            lr.fill_(lr_at(n, len(batches), args.lr, args.warmup))
-        else:  # one group: all weights
-            optimizer.param_groups[0]["lr"] = lr_at(n, len(batches), args.lr, args.warmup)
+        set_lr(lr_at(n, len(batches), args.lr, args.warmup))
         width = max(lengths[i] for i in batch.tolist())  # the batch's longest example, on a GPU rounded up to 32s
         width = min(-(-width // 32) * 32, table.shape[1]) if graphs else width  # (why 32: the docstring)
         idx, start = rows[start:start + len(batch)], start + len(batch)
