@@ -1,36 +1,54 @@
 """Classroom exercises: write one idea of the paper again in your own copy of cram.py, then check it.
 
-    python exercises.py                                   # the exercises: name, paper section, minutes, title
+    python exercises.py                                   # the exercises: name, paper section, minutes, points
     python exercises.py show masking                      # the assignment
     python exercises.py stub masking                      # write my_cram.py: cram.py with mask_tokens left to write
     python exercises.py check masking --file my_cram.py   # PASS, or FAIL with what differs (or your file and line)
     python exercises.py all                               # check every exercise in cram.py (the reference passes)
 
+For a class (classroom.py: what a student copy leaves out, and what isolation the grader gives and what it does not):
+
+    python exercises.py release class/student --teacher class/teacher   # a student copy without the answers
+    python exercises.py check masking --file alice.py --json            # one file in its own process, as JSON
+    python exercises.py grade submissions --out grades.csv              # a class: a row per student
+
 `stub` copies cram.py with the exercise's function (or class) emptied: its signature and docstring stay, its body
 raises NotImplementedError until you write it (--out names another file; an existing file is never replaced
 unless you add --overwrite). A check tests behaviour, not code: any correct version passes, whichever way it is
-written, and a FAIL names the slip. docs/exercises.md is the classroom page; the lab notebook (docs/notes.md,
-2026-11-22 afternoon) measures what each idea is worth on a tiny run.
+written, and a FAIL names the slip. Each check runs the student's code of its own exercise only: the other
+exercises' functions are the reference's while it runs, so a stub or a slip elsewhere cannot fail it. A student
+copy has no reference: there a check runs the copy's own other functions, and says which exercise to do first when
+one of them is still a stub. docs/exercises.md is the classroom page; the lab notebook (docs/notes.md, 2026-11-22
+afternoon) measures what each idea is worth on a tiny run.
 
 The file reads in three parts: the assignments, the checks (one function per exercise), the command line.
 """
 import argparse
 import ast
+import functools
 import importlib.util
+import json
 import math
 import numbers
 import os
+import re
 import sys
+import textwrap
+import time
 import traceback
-from dataclasses import dataclass
+import types
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
+import classroom
 from hardware import safe_console
 
-REFERENCE = Path(__file__).resolve().parent / "cram.py"
+HERE = Path(__file__).resolve().parent
+REFERENCE = HERE / "cram.py"
+STUDENT_COPY = ()  # a student copy (`release`) names its exercises here: its cram.py is the student's, no reference
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -43,6 +61,8 @@ class Exercise:
     minutes: int    # about how long a student takes
     write: tuple    # what `stub` empties in the student's copy: a function, Class.method, or a whole class
     text: str       # the assignment
+    points: int = 1  # in grading: about one per 5 minutes of work
+    needs: tuple = ()  # the exercises whose code its check runs too: in a student copy, write those first
 
 
 CRAMMING = 'Geiping & Goldstein 2022, "Cramming: Training a Language Model on a Single GPU in One Day"'
@@ -57,19 +77,19 @@ slots, 80% become [MASK] (mask_id), 10% a random token of the vocabulary (any id
 one draw per slot) and 10% keep their token: round(0.8 k) and round(0.1 k) slots (26 / 3 / 3 of k = 32); which slot
 gets which must not depend on where it is in the sequence. Return (inputs (B, T), positions (B, k),
 targets (B, k) = the original tokens at the positions). Leave the caller's `ids` as they were (work on a copy), and
-use only `generator` for randomness, so the same seed gives the same masks."""),
+use only `generator` for randomness, so the same seed gives the same masks.""", points=6),
     "lr_schedule": Exercise(
         "The time-based learning-rate schedule: one cycle over the budget fraction t", "Cramming 4.3", 10,
         ("lr_at",), """\
 Write `lr_at(t, peak)`, where t is the fraction of the time budget used: lr = peak * min(0.25 + t, 4 (1 - t)),
 never below 0. It rises from a quarter of the peak at t = 0 to the peak at t = 0.75 and falls to 0 at t = 1
-(the last step can pass t = 1 a little: the lr stays 0 there). Return a number."""),
+(the last step can pass t = 1 a little: the lr stays 0 there). Return a number.""", points=2),
     "batch_ramp": Exercise(
         "The batch-size ramp: grow the batch linearly in t by gradient accumulation", "Cramming 4.3", 15,
         ("batch_size_at",), """\
 Write `batch_size_at(t, unit, target, ramp_until)`: from one unit (a micro-batch) at t = 0 linearly to `target` at
 t = ramp_until, constant after. Return an int that is a whole number of units (the training loop runs
-batch // unit micro-batches per step). ramp_until = 0 means no ramp: the target from the first step."""),
+batch // unit micro-batches per step). ramp_until = 0 means no ramp: the target from the first step.""", points=3),
     "positions": Exercise(
         "Scaled sinusoidal positions: a fixed sin/cos table times one learnable scalar", "Cramming 4.2", 25,
         ("sinusoidal_table", "Embeddings"), """\
@@ -77,35 +97,37 @@ Write `sinusoidal_table(T, C)`: table[p, 2i] = sin(p / 10000^(2i/C)), table[p, 2
 positions p = 0 .. T-1. Then the class `Embeddings(cfg, vocab_size, seq_len)`: `tok` = nn.Embedding(vocab_size,
 cfg.n_embd); the table as a buffer (not learned); one scalar parameter `pos_scale` starting at
 cfg.pos_scale_init / sqrt(C); `norm` = nn.LayerNorm(C, eps=cfg.norm_eps); `drop` = nn.Dropout(cfg.dropout).
-forward(ids (B, T)): drop(norm(tok(ids) + pos_scale * table[:T])); T may be shorter than seq_len (fine-tuning)."""),
+forward(ids (B, T)): drop(norm(tok(ids) + pos_scale * table[:T])); T may be shorter than seq_len (fine-tuning).""",
+        points=5),
     "glu": Exercise(
         "The gated-GELU feed-forward: GLU instead of a plain GELU MLP", "Cramming 4.2", 15,
         ("GLUFeedForward",), """\
 Write the class `GLUFeedForward(cfg)`: `up` = Linear(d -> cfg.ffn_hidden, no bias); `down` = Linear(ffn_hidden / 2
--> d, no bias). forward(x): split up(x) in halves (x first, gate second) and return down(GELU(gate) * x)."""),
+-> d, no bias). forward(x): split up(x) in halves (x first, gate second) and return down(GELU(gate) * x).""", points=3),
     "sparse_head": Exercise(
         "Sparse prediction: the tied vocabulary projection only at the masked positions", "Cramming 4.2", 20,
         ("CrammedBERT.forward",), """\
 Write `CrammedBERT.forward(ids, positions, targets=None)`: the hidden states at `positions` (B, k) only
 (self.encode(ids, positions=positions) gives them), times the token-embedding matrix (tied decoder, no bias):
 logits (B, k, V). With targets (B, k), return their mean cross-entropy instead, a scalar (training computes its
-loss inside the model)."""),
+loss inside the model).""", points=4,
+        needs=("positions", "glu", "attention", "prenorm", "local_bias")),
     "prenorm": Exercise(
         "Pre-LayerNorm blocks: normalise each sub-layer's input, keep the residual stream clean", "Cramming 4.2", 10,
         ("Block.forward",), """\
-Write `Block.forward(x, attn_mask=None, context=None)`: x = x + Attn(LN1(x)); x = x + FFN(LN2(x)) (pre-norm), not
-LN(x + Attn(x)) (post-norm, the original BERT). The sub-layers are self.attn, self.ffn, self.norm1, self.norm2,
-self.drop (dropout on each sub-layer's output). `context` is NarrowBERT's (exercise narrow): when it is given, the
-attention reads its keys and values from norm1(context): self.attn(norm1(x), attn_mask, norm1(context))."""),
+Write `Block.forward(x, attn_mask=None)`: x = x + Attn(LN1(x)); x = x + FFN(LN2(x)) (pre-norm), not
+LN(x + Attn(x)) (post-norm, the original BERT). The sub-layers are self.attn (it takes attn_mask), self.ffn,
+self.norm1, self.norm2, self.drop (dropout on each sub-layer's output).""", points=2,
+        needs=("glu", "attention")),
     "attention": Exercise(
         "Multi-head attention: one fused QKV matmul, softmax(q k^T / sqrt(d_head)) v", "Cramming 4.2", 30,
         ("Attention.forward",), """\
-Write `Attention.forward(x, attn_mask=None, kv=None)`: `qkv` (no bias) gives q, k, v, each split into n_head heads
-of d / n_head; softmax(q k^T / sqrt(d_head)) v per head; the heads concatenated and projected by `out` (no bias).
-attn_mask is either (B, 1, 1, T), False on padded keys, or a float bias added to the scores (the tiny preset's,
-exercise local_bias); None: every key, no causal mask (BERT sees both sides). F.scaled_dot_product_attention does
-the softmax part; in eval mode nothing is dropped. `kv` (B, S, C) is NarrowBERT's (exercise narrow): queries from x,
-keys and values from kv, with the same qkv weights."""),
+Write `Attention.forward(x, attn_mask=None)`: `qkv` (no bias) gives q, k, v, each split into n_head heads of
+d / n_head, (B, H, T, D); then softmax(q k^T / sqrt(d_head)) v per head, the heads concatenated and projected by
+`out` (no bias). `self.attend(q, k, v, attn_mask)` does that second half with F.scaled_dot_product_attention: use
+it, or write the softmax yourself. attn_mask is either (B, 1, 1, T), False on padded keys, or a float bias added to
+the scores (the tiny preset's, exercise local_bias); None: every key, no causal mask (BERT sees both sides). In eval
+mode nothing is dropped.""", points=6),
     "local_bias": Exercise(
         "A local attention bias: how the tiny preset sees word order in 5 minutes",
         "ALiBi (Press et al. 2022)", 35,
@@ -119,7 +141,8 @@ which adds nothing (it sees the whole row, as [CLS] must to classify a sentence)
 registered with persistent=False (it follows from the config: checkpoints don't hold it); s = 0: None (the paper's
 model). encode: embed, the blocks, final_norm, with the bias (its first T rows and columns) as every block's
 attention mask, padded keys at -inf when a pad_mask (B, T) is given (True on real tokens); `positions` (B, k): the
-hidden states at those positions only (with narrow blocks, hand them to narrow_blocks: exercise narrow)."""),
+hidden states at those positions only (with narrow blocks, hand them to narrow_blocks: exercise narrow).""", points=7,
+        needs=("positions", "glu", "attention", "prenorm")),
     "narrow": Exercise(
         "NarrowBERT: the last blocks compute only the positions whose output is needed",
         "NarrowBERT (Li et al. 2023)", 45,
@@ -131,7 +154,8 @@ feed-forward as in Block. And `narrow_blocks(blocks, context, attn_mask, positio
 positions (B, k) (None: every row), with the local bias's rows for those queries, then run each narrow block from
 them against the same context: the first n_layer - narrow blocks ran on every position and made it. As no narrow
 block reads another position's narrow state, skipping the other rows is exact,
-and fine-tuning sees the model that pretraining trained."""),
+and fine-tuning sees the model that pretraining trained.""", points=9,
+        needs=("positions", "glu", "attention", "prenorm", "local_bias", "sparse_head")),
 }
 
 
@@ -563,7 +587,7 @@ assert list(CHECKS) == list(EXERCISES), "every exercise needs its check, in the 
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Part 3: the command line: list, show, stub (write a student's file), check.
+# Part 3: the command line: list, show, stub (write a student's file), check; release and grade (classroom.py).
 
 def find(tree, name):
     """The def or class `name` ("f", "Class", "Class.method") at the top of a parsed module, or None."""
@@ -575,37 +599,100 @@ def find(tree, name):
     return node
 
 
-def blank(source, exercise):
-    """cram.py's `source` with the body of each def the exercise writes replaced by a raise (the docstring stays)."""
-    tree, lines = ast.parse(source), source.splitlines(keepends=True)
-    defs = []  # (def, its name as the student reads it)
-    for name in EXERCISES[exercise].write:
+def defs_of(tree, names):
+    """(def, its name as the student reads it) for each function `names` hold: a function, Class.method, or every
+    method of a class. A name the module lacks raises LookupError(name)."""
+    defs = []
+    for name in names:
         node = find(tree, name)
         if node is None:
-            raise SystemExit(f"exercises.py: error: cram.py has no {name} for exercise {exercise} (was it renamed? "
-                             "update its `write` in exercises.py)")
+            raise LookupError(name)
         if isinstance(node, ast.ClassDef):
             defs += [(n, f"{name}.{n.name}") for n in node.body if isinstance(n, ast.FunctionDef)]
         else:
             defs.append((node, name))
-    for node, where in sorted(defs, key=lambda d: d[0].lineno, reverse=True):  # bottom up: line numbers above hold
-        body = node.body
-        has_doc = isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-            and isinstance(body[0].value.value, str)
+    return defs
+
+
+def has_docstring(node):
+    first = node.body[0]
+    return isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str)
+
+
+def emptied(source, names, stub):
+    """`source` with the body of each def `names` hold replaced by the line stub(its name) (the docstring stays)."""
+    tree, lines = ast.parse(source), source.splitlines(keepends=True)
+    for node, where in sorted(defs_of(tree, names), key=lambda d: d[0].lineno, reverse=True):  # bottom up: line
+        body, has_doc = node.body, has_docstring(node)                                             # numbers above hold
         first = body[0].end_lineno + 1 if has_doc else body[0].lineno  # 1-based line where the code starts
         indent = " " * (body[0].col_offset if body[0].lineno > node.lineno else node.col_offset + 4)
         while not has_doc and first - 1 > node.lineno and lines[first - 2].strip().startswith("#"):
             first -= 1  # the comments above the first statement go too
-        stub = f'{indent}raise NotImplementedError("exercise {exercise}: write {where} (python exercises.py show ' \
-               f'{exercise})")\n'
+        line = f"{indent}{stub(where)}\n"
         if body[0].lineno == node.lineno and not has_doc:  # a one-line def: `def f(x): return x`
             head = lines[node.lineno - 1].encode()[:body[0].col_offset].decode()
-            lines[node.lineno - 1:body[-1].end_lineno] = [head.rstrip() + "\n", stub]
+            lines[node.lineno - 1:body[-1].end_lineno] = [head.rstrip() + "\n", line]
         elif len(body) == 1 and has_doc:
-            lines[first - 1:first - 1] = [stub]
+            lines[first - 1:first - 1] = [line]
         else:
-            lines[first - 1:body[-1].end_lineno] = [stub]
+            lines[first - 1:body[-1].end_lineno] = [line]
     return "".join(lines)
+
+
+def blank(source, exercise):
+    """cram.py's `source` with the body of each def the exercise writes replaced by a raise (the docstring stays)."""
+    try:
+        return emptied(source, EXERCISES[exercise].write, lambda where: f'raise NotImplementedError("exercise '
+                       f'{exercise}: write {where} (python exercises.py show {exercise})")')
+    except LookupError as e:
+        raise SystemExit(f"exercises.py: error: cram.py has no {e.args[0]} for exercise {exercise} (was it renamed? "
+                         "update its `write` in exercises.py)") from None
+
+
+# what a stub raises (blank above): its exercise and what to write
+STUB = re.compile(r"exercise (\w+): write (.+?) \(python exercises\.py show \1\)$")
+
+
+def unwritten(source, exercise):
+    """True when every def the exercise writes is still, in `source`, the raise that `stub` left there."""
+    try:
+        defs = defs_of(ast.parse(source), EXERCISES[exercise].write)
+    except (SyntaxError, LookupError):
+        return False
+    for node, _ in defs:
+        body = node.body[1:] if has_docstring(node) else node.body
+        raised = body[0].exc if len(body) == 1 and isinstance(body[0], ast.Raise) else None
+        if not (isinstance(raised, ast.Call) and raised.args and isinstance(raised.args[0], ast.Constant)
+                and str(raised.args[0].value).startswith(f"exercise {exercise}: ")):
+            return False
+    return True
+
+
+def one_line_main(source):
+    """cram.py's `if __name__ == "__main__":` block inside a try: training that meets a function still to write
+    stops with one line naming its exercise (cram.py's main() says other errors in one line already)."""
+    tree = ast.parse(source)
+    guard = next((n for n in tree.body if isinstance(n, ast.If) and "__main__" in ast.unparse(n.test)), None)
+    if guard is None:
+        return source
+    lines = source.splitlines(keepends=True)
+    body = ["        " + line + "\n" for stmt in guard.body
+            for line in ast.get_source_segment(source, stmt).split("\n")]
+    lines[guard.lineno - 1:guard.end_lineno] = [
+        f"if {ast.get_source_segment(source, guard.test)}:\n", "    try:\n", *body,
+        "    except NotImplementedError as e:  # a function left to write (python exercises.py stub): say which\n",
+        '        if not str(e).startswith("exercise "):\n',
+        "            raise\n",
+        '        sys.exit(f"{os.path.basename(sys.argv[0])}: error: {e}; training runs it: finish that exercise '
+        'first")\n']
+    return "".join(lines)
+
+
+def student_source(source, names, header):
+    """A student's cram.py: `source` with the exercises' functions to write, a first line, a one-line stop."""
+    for name in names:
+        source = blank(source, name)
+    return header + one_line_main(source)
 
 
 def write_stub(names, out, overwrite):
@@ -619,45 +706,61 @@ def write_stub(names, out, overwrite):
                          "replace it (your work in it would be lost)")
     if out.resolve() == REFERENCE:
         raise SystemExit("exercises.py: error: --out must not be the reference cram.py itself: name a copy")
-    source = REFERENCE.read_text(encoding="utf-8")
-    for name in names:
-        source = blank(source, name)
     header = f"# {out.name}: cram.py, your copy for exercise {', '.join(names)}: python exercises.py show {names[0]}\n"
     tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(header + source, encoding="utf-8")
+    tmp.write_text(student_source(REFERENCE.read_text(encoding="utf-8"), names, header), encoding="utf-8")
     os.replace(tmp, out)  # whole or not at all
     todo = ", ".join(w for name in names for w in EXERCISES[name].write)
     print(f"wrote {out}: cram.py with {todo} to write (each raises NotImplementedError until you do)")
     print(f"check it: python exercises.py check {' '.join(names)} --file {out}")
 
 
+def in_order(names):
+    """`names` in an order where each exercise comes after those its check runs (EXERCISES' order otherwise)."""
+    done = []
+    while len(done) < len(names):
+        done.append(next(n for n in names if n not in done and all(d in done for d in EXERCISES[n].needs
+                                                                    if d in names)))
+    return done
+
+
 def show(name):
     ex = EXERCISES[name]
     print(f"{name}: {ex.title}")
     print(f"paper: {ex.paper}" + (f" ({CRAMMING})" if ex.paper.startswith("Cramming") else ""))
-    print(f"about {ex.minutes} minutes; you write: {', '.join(ex.write)} in your copy of cram.py\n")
-    print(ex.text + "\n")
+    print(f"about {ex.minutes} minutes, {ex.points} points; you write: {', '.join(ex.write)} in your copy of cram.py")
+    if ex.needs:
+        print(f"first, where they are still stubs in your copy: {', '.join(ex.needs)} (its check runs their code)")
+    print("\n" + ex.text + "\n")
+    if STUDENT_COPY:  # the student writes in the copy's own cram.py
+        print(f"{'check: python exercises.py check ' + name:63s} # PASS, or FAIL with what differs in cram.py")
+        return
     print(f"{'start: python exercises.py stub ' + name:63s} # writes my_cram.py")
     print(f"{'check: python exercises.py check ' + name + ' --file my_cram.py':63s} # PASS, or FAIL with what differs")
 
 
 def listing():
     print("The exercises: write one idea of the paper again in your copy of cram.py (docs/exercises.md).\n")
-    print(f"  {'name':12s} {'paper':28s} {'minutes':>7s}  title")
+    print(f"  {'name':12s} {'paper':28s} {'minutes':>7s} {'points':>6s}  title")
     for name, ex in EXERCISES.items():
-        print(f"  {name:12s} {ex.paper:28s} {ex.minutes:7d}  {ex.title.split(':')[0]}")
+        if name in (STUDENT_COPY or EXERCISES):
+            print(f"  {name:12s} {ex.paper:28s} {ex.minutes:7d} {ex.points:6d}  {ex.title.split(':')[0]}")
     print(f"\n  Cramming: {CRAMMING}:\n  section 4.2 is its architecture, 4.3 its training recipe.")
     print("\n  python exercises.py show NAME                     # read the assignment")
+    if STUDENT_COPY:  # the student writes in the copy's own cram.py (CLASS.md)
+        print("  python exercises.py check NAME                    # PASS, or FAIL with what differs (NAME all: every "
+              "one)")
+        return
     print("  python exercises.py stub NAME                     # write my_cram.py: cram.py with NAME left to write")
     print("  python exercises.py check NAME --file my_cram.py  # PASS, or FAIL with what differs (NAME all: every one)")
 
 
-def load_module(path):
+def load_module(path, name="student_cram"):
     """Import a (student's) copy of cram.py from `path` under its own name; a file that does not import is one line."""
     if not Path(path).is_file():
         raise SystemExit(f"exercises.py: error: no file {path}: pass --file your_copy_of_cram.py "
                          "(python exercises.py stub NAME writes one)")
-    spec = importlib.util.spec_from_file_location("student_cram", path)
+    spec = importlib.util.spec_from_file_location(name, path)
     if spec is None:
         raise SystemExit(f"exercises.py: error: {path} is not a Python file")
     module = importlib.util.module_from_spec(spec)
@@ -681,56 +784,269 @@ def in_file(error, path):
     return found
 
 
-def run(names, module, path):
+# Each check runs the student's code of its own exercise only. Where the reference cram.py is at hand (the project,
+# the teacher's bundle), the other exercises' functions are the reference's while a check runs: rebound into the
+# student's module, so they call the student's own classes and functions, and a stub or a slip in another exercise
+# cannot fail this one. A student copy has no reference: there a check runs the copy's own other functions, and one
+# still a stub makes the check say which exercise to do first (each exercise's `needs`).
+
+def reference_here():
+    return not STUDENT_COPY and REFERENCE.is_file()
+
+
+@functools.lru_cache(maxsize=None)
+def reference_module():
+    return load_module(REFERENCE, "reference_cram")
+
+
+def rebound(fn, module, owner=None):
+    """The reference's function `fn` as if written in `module`: its globals are the module's, and super() in it
+    means the module's class `owner`."""
+    cells = tuple(types.CellType(owner) if var == "__class__" else cell
+                  for var, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()))
+    new = types.FunctionType(fn.__code__, vars(module), fn.__name__, fn.__defaults__, cells or None)
+    new.__kwdefaults__, new.__qualname__ = fn.__kwdefaults__, fn.__qualname__
+    return new
+
+
+def with_reference(module, exercise):
+    """The student's `module` with every function of the other exercises taken from the reference cram.py."""
+    ref = reference_module()
+    for name in [w for other, ex in EXERCISES.items() if other != exercise for w in ex.write]:
+        owner, _, method = name.partition(".")
+        ours, theirs = getattr(ref, owner, None), getattr(module, owner, None)
+        if isinstance(ours, types.FunctionType):
+            setattr(module, owner, rebound(ours, module))
+        elif isinstance(ours, type) and isinstance(theirs, type):  # a method, or every method of a class
+            methods = [method] if method else [m for m, f in vars(ours).items() if isinstance(f, types.FunctionType)]
+            for m in methods:
+                setattr(theirs, m, rebound(vars(ours)[m], module, theirs))
+    return module
+
+
+def student(path, exercise):
+    """The student's file imported afresh for one exercise's check (the others' functions the reference's, where
+    there is one and `path` is not it)."""
+    module = load_module(path)
+    return with_reference(module, exercise) if reference_here() and Path(path).resolve() != REFERENCE else module
+
+
+def verdict(name, path):
+    """(passed, message) of exercise `name`'s check on the student's file `path`."""
+    module = student(path, name)
+    try:
+        CHECKS[name](module)
+        return True, ""
+    except Slip as e:
+        return False, str(e)
+    except (Exception, SystemExit) as e:  # raised in the student's code (its file and line), or by what it returned
+        at = in_file(e, path)
+        stub = STUB.match(str(e)) if isinstance(e, NotImplementedError) else None
+        if stub and stub.group(1) != name:  # another exercise's function, still a stub (a student copy)
+            other, what = stub.groups()
+            first = (f"do exercise {other} first: this check runs its {what}, still a stub ({path}{at}; python "
+                     f"exercises.py show {other})")
+            mine = unwritten(Path(path).read_text(encoding="utf-8"), name)
+            return False, f"not written yet; {first}" if mine else first
+        if at:
+            return False, f"{'not written yet: ' if stub else ''}{path}{at}: {type(e).__name__}: {e}"
+        return False, (f"{type(e).__name__}: {e} (exercises.py{in_file(e, __file__)}, checking what your code "
+                       "returned or built)")
+
+
+def run(names, path):
     """Run the named checks; print PASS/FAIL with the reason; return the number that failed."""
     failed = 0
     for name in names:
-        try:
-            CHECKS[name](module)
-            print(f"PASS  {name}")
-        except Slip as e:
-            failed += 1
-            print(f"FAIL  {name}: {e}")
-        except Exception as e:  # raised in the student's code (its file and line), or by what it returned
-            failed += 1
-            at = in_file(e, path)
-            if at:
-                print(f"FAIL  {name}: {path}{at}: {type(e).__name__}: {e}")
-            else:  # in the check, on what the student's code returned or built
-                print(f"FAIL  {name}: {type(e).__name__}: {e} (exercises.py{in_file(e, __file__)}, checking what "
-                      "your code returned or built)")
+        passed, message = verdict(name, path)
+        print(f"PASS  {name}" if passed else f"FAIL  {name}: {message}")
+        failed += not passed
     return failed
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Grading (classroom.py runs it): each file in its own process, which reports one JSON line per exercise.
+
+def worker(names, path):
+    """`check --worker`, the process the grader starts: a JSON line per exercise on stdout, flushed as each ends
+    (a time limit keeps the ones before); what the student's code prints goes nowhere."""
+    out = sys.stdout
+    sys.stdout = sys.stderr = classroom.Discard()
+
+    def say(**result):
+        out.write(json.dumps(result) + "\n")
+        out.flush()
+    start = time.perf_counter()
+    try:
+        load_module(path)
+    except SystemExit as e:
+        say(error=str(e.code).replace("exercises.py: error: ", "", 1))
+        return 1
+    say(imported=round(time.perf_counter() - start, 2))
+    for name in names:
+        start = time.perf_counter()
+        passed, message = verdict(name, path)
+        say(name=name, message=message, seconds=round(time.perf_counter() - start, 2), **{"pass": passed})
+    return 0
+
+
+def refusal(path, names):
+    """Why grading the file `path` makes no sense (one line), or None: it is the reference cram.py, or what the
+    exercises `names` write is still the stub everywhere (nothing written yet)."""
+    if not Path(path).is_file():
+        return f"no file {path}"
+    text, reference = (Path(f).read_text(encoding="utf-8", errors="replace").replace("\r\n", "\n")
+                       for f in (path, REFERENCE if reference_here() else path))
+    if reference_here() and (Path(path).resolve() == REFERENCE or text == reference):
+        return f"{path} is the reference cram.py itself, not a student's work: name a student's file"
+    if all(unwritten(text, name) for name in names):
+        return f"{path} is unchanged from the stub: nothing written yet for {', '.join(names)}"
+    return None
+
+
+def graded(path, names, timeout):
+    """The file's results, points included: {"file", "exercises": [{"name", "pass", "message", "seconds", "points",
+    "out_of"}], "points", "out_of"}, and "refused" (why) for a file not worth grading."""
+    out_of = sum(EXERCISES[name].points for name in names)
+    why = refusal(path, names)
+    if why:
+        return {"file": str(path), "refused": why, "exercises": [], "points": 0, "out_of": out_of}
+
+    def command(todo):  # this file's `check --worker` on the exercises still to do
+        return [sys.executable, str(HERE / "exercises.py"), "check", *todo, "--file", str(Path(path).resolve()),
+                "--worker"]
+    results = classroom.check_file(command, names, timeout)
+    rows = [{"name": name, **results[name], "points": EXERCISES[name].points * results[name]["pass"],
+             "out_of": EXERCISES[name].points} for name in names]
+    return {"file": str(path), "exercises": rows, "points": sum(r["points"] for r in rows), "out_of": out_of}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# A class: the student copy and the teacher's bundle (classroom.py writes them).
+
+def class_exercises():
+    """What `all` and `grade` mean here: a student copy's exercises, a bundle's (class.json), or every one."""
+    made = HERE / "class.json"
+    if STUDENT_COPY or not made.is_file():
+        return list(STUDENT_COPY or EXERCISES)
+    return [n for n in json.loads(made.read_text(encoding="utf-8"))["exercises"] if n in EXERCISES]
+
+
+def answer_lines(source, names):
+    """{exercise: the lines of its reference code (comments cut, 16 characters or more) found nowhere else in
+    cram.py}: what no file of a student copy may hold (classroom.release looks)."""
+    tree = ast.parse(source)
+    code = [line.split("  #")[0].strip() for line in source.splitlines()]
+    answers = {}
+    for name in names:
+        mine = []
+        for node, _ in defs_of(tree, EXERCISES[name].write):
+            body = node.body[1:] if has_docstring(node) else node.body
+            mine += [c for c in code[body[0].lineno - 1:node.end_lineno] if len(c) >= 16] if body else []
+        answers[name] = sorted({c for c in mine if code.count(c) == mine.count(c)})
+    return answers
+
+
+def without_checks(tool):
+    """exercises.py's source `tool` with every check emptied: they compute what they compare with, by hand."""
+    return emptied(tool, [f"check_{name}" for name in EXERCISES],
+                   lambda where: 'raise Slip("this copy has no checks: your teacher grades your cram.py")')
+
+
+def release(dest, names, teacher, checks):
+    """Write the student copy to `dest` (the exercises `names` to write) and, with `teacher`, the bundle there."""
+    if STUDENT_COPY:
+        raise SystemExit("exercises.py: error: this is a student copy (its cram.py is a student's): release from the "
+                         "teacher's project")
+    source, tool = REFERENCE.read_text(encoding="utf-8"), (HERE / "exercises.py").read_text(encoding="utf-8")
+    line = next((x for x in tool.splitlines(keepends=True) if x.startswith("STUDENT_COPY = ()")), None)
+    assert line, "exercises.py: the line STUDENT_COPY = () is gone"
+    listed = textwrap.fill(", ".join(f'"{n}"' for n in names) + ",", 100, subsequent_indent=" " * 16)
+    tool = tool.replace(line, f"# {line.split('#', 1)[1].strip()}\nSTUDENT_COPY = ({listed})\n", 1)
+    header = "# cram.py: your copy, with this class's exercises to write: CLASS.md lists them\n"
+    tree = ast.parse(source)
+
+    def code(name):  # the reference's code of what the exercise writes: for the teacher's answers.md
+        return "\n\n".join(ast.get_source_segment(source, find(tree, w), padded=True) for w in EXERCISES[name].write)
+    exercises = {name: {**asdict(EXERCISES[name]), "code": code(name)} for name in names}  # plain data, for classroom
+    student_files = {"cram.py": student_source(source, names, header), "exercises.py": tool if checks else
+                     without_checks(tool), "CLASS.md": classroom.class_page(exercises, in_order(names), checks)}
+    made = {"exercises": names, "points": {n: EXERCISES[n].points for n in names}, "checks_in_the_copy": checks}
+    teacher_files = {"answers.md": classroom.answers_page(exercises), "class.json": json.dumps(made, indent=1) + "\n"}
+    untracked = classroom.release(HERE, Path(dest), student_files, answer_lines(source, names),
+                                  teacher and Path(teacher), teacher_files)
+    print(f"wrote {dest}: the student copy; cram.py with {', '.join(names)} to write (CLASS.md says what and how)")
+    if untracked:
+        print(f"  with {len(untracked)} files git does not track (are they for students?): {', '.join(untracked)}")
+    if teacher:
+        print(f"wrote {teacher}: the teacher's bundle: the reference, answers.md, the grader (class.json: the class)")
+        print(f"grade: cd {teacher} && python exercises.py grade SUBMISSIONS --out grades.csv")
+
+
+COMMANDS = ("show", "stub", "check", "release", "grade")
 
 
 def main(argv=None):
     safe_console()  # a student's error message is printed escaped where the console lacks a character (Windows)
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog="NAME: " + ", ".join(EXERCISES) +
                                 ", or all. Without a command, check.")
-    p.add_argument("words", nargs="*", metavar="[show|stub|check] NAME", help="what to do, and which exercises")
+    p.add_argument("words", nargs="*", metavar="[show|stub|check|release DIR|grade DIR] NAME",
+                   help="what to do, and which exercises (release, grade: all, unless named)")
     p.add_argument("--file", default=str(REFERENCE), help="check: the copy of cram.py to check (default: cram.py)")
-    p.add_argument("--out", default="my_cram.py", help="stub: the student file to write (default: my_cram.py)")
-    p.add_argument("--overwrite", action="store_true", help="stub: replace --out if it exists")
-    args = p.parse_args(argv)
+    p.add_argument("--out", help="stub: the student file to write (default: my_cram.py); grade: the .csv to write")
+    p.add_argument("--overwrite", action="store_true", help="stub, grade: replace --out if it exists")
+    p.add_argument("--json", action="store_true", help="check: in a process of its own, with --timeout; print JSON")
+    p.add_argument("--timeout", type=float, default=60.0,
+                   help="check --json, grade: seconds one process may check a file for (default 60)")
+    p.add_argument("--teacher", metavar="DIR", help="release: also write the teacher's bundle (the reference cram.py, "
+                   "the answers, the grader) to DIR")
+    p.add_argument("--no_checks", action="store_true", help="release: leave the checks' code out of the student copy "
+                   "(they compute what they compare with); the teacher grades")
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)  # check --json's process (classroom.py)
+    args = p.parse_intermixed_args(argv)  # names may follow the options too
     if not args.words:
         listing()
         return 0
-    command, names = (args.words[0], args.words[1:]) if args.words[0] in ("show", "stub", "check") \
-        else ("check", args.words)
+    command, names = (args.words[0], args.words[1:]) if args.words[0] in COMMANDS else ("check", args.words)
+    folder = None
+    if command in ("release", "grade"):
+        if not names:
+            raise SystemExit(f"exercises.py: error: {command} needs a folder: python exercises.py {command} DIR "
+                             "[NAME ...]")
+        folder, names = names[0], names[1:] or ["all"]
     if not names:
         raise SystemExit(f"exercises.py: error: {command} needs an exercise: one of {', '.join(EXERCISES)}, or all")
     for name in names:
         if name != "all" and name not in EXERCISES:
             raise SystemExit(f"exercises.py: error: unknown exercise {name!r}; choose one of "
                              f"{', '.join(EXERCISES)}, or all")
-    names = list(EXERCISES) if "all" in names else list(dict.fromkeys(names))
+    names = (list(EXERCISES) if command == "release" else class_exercises()) if "all" in names \
+        else list(dict.fromkeys(names))
+    if args.timeout <= 0:
+        raise SystemExit(f"exercises.py: error: --timeout must be > 0 seconds (got {args.timeout:g})")
     if command == "show":
         for name in names:
             show(name)
         return 0
     if command == "stub":
-        write_stub(names, args.out, args.overwrite)
+        write_stub(names, args.out or "my_cram.py", args.overwrite)
         return 0
-    failed = run(names, load_module(args.file), args.file)
+    if command == "release":
+        release(folder, names, args.teacher, not args.no_checks)
+        return 0
+    if command == "grade":
+        return classroom.grade(Path(folder), names, {n: EXERCISES[n].points for n in names}, args.out,
+                               args.overwrite, lambda path: graded(path, names, args.timeout))
+    if args.worker:
+        return worker(names, args.file)
+    if args.json:
+        why = refusal(args.file, names)
+        if why:
+            raise SystemExit(f"exercises.py: error: {why} (nothing was checked)")
+        result = graded(args.file, names, args.timeout)
+        print(json.dumps(result, indent=1))
+        return 0 if result["points"] == result["out_of"] else 1
+    failed = run(names, args.file)
     print(f"{len(names) - failed} of {len(names)} passed")
     return 1 if failed else 0
 

@@ -22,8 +22,8 @@ MISTAKES = {
     "positions": ("torch.pow(10000.0,", "torch.pow(1000.0,", "sinusoidal_table vs sin"),
     "glu": ("x, gate = [F.linear(x, w) for w in self.up.weight.chunk(2)]",
             "gate, x = [F.linear(x, w) for w in self.up.weight.chunk(2)]", "first_half * GELU"),
-    "sparse_head": ("x = x.gather(1, positions[..., None].expand(-1, -1, x.shape[-1]))",
-                    "x = x[:, : positions.shape[1]]", "dense logits at the masked positions"),
+    "sparse_head": ("h = self.encode(ids, positions=positions)", "h = self.encode(ids)[:, : positions.shape[1]]",
+                    "dense logits at the masked positions"),
     "prenorm": ("x = x + self.drop(self.attn(self.norm1(x), attn_mask))",
                 "x = self.norm1(x + self.drop(self.attn(x, attn_mask)))", "pre-LN block must return x unchanged"),
     "narrow": ("kv = self.norm1(x if context is None else context)", "kv = x if context is None else context",
@@ -42,6 +42,9 @@ MORE_MISTAKES = [
      "(the bias in both)"),
     ("masking", "scores = torch.rand(B, T, generator=generator, device=ids.device)",
      "scores = torch.rand(1, T, generator=generator, device=ids.device).expand(B, T)", "its own random positions"),
+    # encode's rows at the masked positions are local_bias's to write (sparse_head's check runs the reference's)
+    ("local_bias", "x = x.gather(1, positions[..., None].expand(-1, -1, x.shape[-1]))",
+     "x = x[:, : positions.shape[1]]", "encode(ids, positions=...) vs the same rows of encode(ids)"),
 ]
 
 
@@ -598,7 +601,7 @@ def test_stub_writes_a_copy_whose_code_to_write_raises_and_its_check_names_the_l
     lines = raise_lines(text, name)
     code, printed = check(name, out, capsys)
     assert code == 1, printed
-    assert any(f"FAIL  {name}: {out} line {n} in " in printed for n in lines), printed
+    assert any(f"FAIL  {name}: not written yet: {out} line {n} in " in printed for n in lines), printed
     assert f"NotImplementedError: exercise {name}: write " in printed
     if sys.version_info >= (3, 11):  # the frame's qualified name: which class's __init__
         assert any(f" in {what.split('.')[0]}" in printed for what in exercises.EXERCISES[name].write), printed
@@ -675,7 +678,8 @@ def test_the_real_command_exits_non_zero_on_a_stub_and_prints_one_fail_line(tmp_
     assert made.returncode == 0 and (tmp_path / "my_cram.py").exists(), made.stderr
     checked = run("check", "batch_ramp", "--file", "my_cram.py")
     assert checked.returncode == 1, checked.stderr
-    assert checked.stdout.splitlines()[0].startswith("FAIL  batch_ramp: my_cram.py line "), checked.stdout
+    assert checked.stdout.splitlines()[0].startswith("FAIL  batch_ramp: not written yet: my_cram.py line "), \
+        checked.stdout
     assert "in batch_size_at: NotImplementedError: exercise batch_ramp" in checked.stdout
 
 
@@ -687,8 +691,11 @@ def test_the_exercise_page_shows_the_workflow_every_exercise_and_the_picture():
     commands = re.findall(r"python exercises\.py ([^\n`#]*)", page)
     assert {c.split()[0] for c in commands if c.strip()} >= {"show", "stub", "check"}
     for c in commands:
-        words = [w.strip(").,") for w in c.split() if not w.startswith("-")]
-        words = words[1:] if words and words[0] in ("show", "stub", "check") else words
+        args = c.split()  # the names after the command (release and grade: after their folder), not flags' values
+        words = [w.strip(").,") for i, w in enumerate(args) if not w.startswith("-")
+                 and not (i and args[i - 1] in ("--file", "--out", "--teacher", "--timeout"))]
+        words = words[1:] if words[:1] in (["show"], ["stub"], ["check"]) else \
+            words[2:] if words[:1] in (["release"], ["grade"]) else words
         assert all(w in (*exercises.EXERCISES, "all", "NAME", "my_cram.py") for w in words), c
     assert "FAIL  " in page
 
