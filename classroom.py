@@ -12,10 +12,11 @@ A release copies the project's files as git sees them (tracked and new ones, not
 runs, checkpoints), and names those git does not track: a teacher's own file in the project's folder would travel
 too. What a student copy leaves out, as it holds answers: the reference cram.py (the copy's cram.py has the exercises'
 functions as stubs), the git history, the tests (they plant and test the reference's code), .ci/ (it runs them), the
-lab notebook docs/notes.md, and the measured answers of the scaling exercise (LEAVE_OUT, STRIP below). Before
-anything is written, every text file of the copy is searched for the lines of the reference's answers: a hit stops
-the release with nothing written. exercises.py's checks stay (students check their own work), and they compute what
-they compare with from the assignment's formulas: `release --no_checks` leaves their code out.
+lab notebook docs/notes.md, the answers of the teacher's guide (docs/teaching_answers.md), and the measured
+answers of the scaling exercise (LEAVE_OUT, STRIP below). Before anything is written, every text file of the copy is
+searched for the lines of the reference's answers: a hit stops the release with nothing written. exercises.py's
+checks stay (students check their own work), and they compute what they compare with from the assignment's formulas:
+`release --no_checks` leaves their code out.
 
 What isolation the grader gives. Each student's file is checked in a Python process of its own, started with
   - a fresh temporary folder as its working folder (deleted afterwards), and HOME there, no input (stdin closed);
@@ -44,7 +45,8 @@ from pathlib import Path
 
 # The student copy: what it leaves out (a folder ends in /), and the sections of pages it cuts (to the next heading of
 # the same level), as they hold answers. Folders that hold an earlier release (CLASS_MARKS) are never copied.
-LEAVE_OUT = (".git/", "tests/", ".ci/", "docs/notes.md", "docs/scaling_tokens.png", "docs/scaling_flops.png")
+LEAVE_OUT = (".git/", "tests/", ".ci/", "docs/notes.md", "docs/teaching_answers.md", "docs/scaling_tokens.png",
+             "docs/scaling_flops.png")
 STRIP = {"docs/scaling.md": ("## What we measured",), "docs/results.md": ("## Size, not shape",)}
 CLASS_MARKS = ("CLASS.md", "class.json")  # written into a student copy and a teacher's bundle
 TEXT = (".py", ".md", ".ipynb", ".txt", ".json", ".csv", ".cfg", ".toml", ".yml", ".yaml", ".sh", "")  # "": run
@@ -214,7 +216,8 @@ python exercises.py show NAME     # the assignment
 ```
 {"" if checks else chr(10) + "This copy has no checks: your teacher grades your cram.py." + chr(10)}
 Left out of this copy, as they hold the answers: the reference `cram.py`, the tests, the git history, the lab
-notebook (`docs/notes.md`), and the measured answers of the scaling exercise (`docs/scaling.md`, `docs/results.md`).
+notebook (`docs/notes.md`), the teacher's answers (`docs/teaching_answers.md`), and the measured answers of the
+scaling exercise (`docs/scaling.md`, `docs/results.md`).
 """
 
 

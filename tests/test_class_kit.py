@@ -165,6 +165,17 @@ def test_the_teacher_bundle_holds_the_reference_the_answers_and_the_class(releas
     assert json.loads((teacher / "class.json").read_text(encoding="utf-8"))["exercises"] == ALL
 
 
+def test_the_teachers_guide_goes_to_students_and_its_answers_only_to_the_teacher(released):
+    student, teacher = released
+    answers = (ROOT / "docs" / "teaching_answers.md").read_text(encoding="utf-8")
+    assert (teacher / "docs" / "teaching_answers.md").read_text(encoding="utf-8") == answers
+    assert not (student / "docs" / "teaching_answers.md").exists(), "the guide's answers are in the student copy"
+    guide = (student / "docs" / "teaching.md").read_text(encoding="utf-8")
+    assert guide == (ROOT / "docs" / "teaching.md").read_text(encoding="utf-8")
+    assert "](teaching_answers.md" not in guide, "a link from the guide to its answers is broken in the student copy"
+    assert "`docs/teaching_answers.md`" in (student / "CLASS.md").read_text(encoding="utf-8")
+
+
 # ---------------------------------------------------------------------------------------------- each check, alone
 
 @pytest.mark.parametrize("name", ALL)
