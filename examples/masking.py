@@ -31,8 +31,11 @@ def main(argv=None):
     row = rows[args.row % len(rows)]
     ids = torch.from_numpy(row[None].astype("int64"))        # (1, 128): a batch of one row
     mask_id = tok.special["mask"]
-    inputs, positions, targets = cram.mask_tokens(ids, mask_id, tok.vocab_size, rate=0.25,
-                                                  generator=torch.Generator().manual_seed(0))
+    try:
+        inputs, positions, targets = cram.mask_tokens(ids, mask_id, tok.vocab_size, rate=0.25,
+                                                      generator=torch.Generator().manual_seed(0))
+    except NotImplementedError as e:  # a class's copy of cram.py, its masking exercise not written yet
+        sys.exit(f"masking.py: error: {e}")
     ids, inputs, positions, targets = ids[0].tolist(), inputs[0].tolist(), positions[0].tolist(), targets[0].tolist()
 
     def word(i):  # a token id as its text
