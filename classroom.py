@@ -155,8 +155,7 @@ def fresh(folder, what):
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         raise SystemExit(f"exercises.py: error: {what} {folder} exists and is not empty: name a new folder (nothing "
                          "was written)")
-    if not folder.parent.is_dir():
-        raise SystemExit(f"exercises.py: error: {what} {folder}: no folder {folder.parent}: make it first")
+    folder.parent.mkdir(parents=True, exist_ok=True)  # class/student: class/ made if need be
 
 
 def release(root, dest, student_files, answers, teacher=None, teacher_files=None):

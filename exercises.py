@@ -1029,6 +1029,9 @@ def main(argv=None):
             show(name)
         return 0
     if command == "stub":
+        if STUDENT_COPY:  # a class's copy: cram.py itself is the student's file, and what they hand in
+            raise SystemExit("exercises.py: error: this is a class's copy: write your functions in cram.py itself "
+                             "(CLASS.md), then `python exercises.py check NAME`; stub is for the whole project")
         write_stub(names, args.out or "my_cram.py", args.overwrite)
         return 0
     if command == "release":

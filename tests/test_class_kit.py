@@ -141,6 +141,13 @@ def test_a_release_refuses_a_folder_in_use_and_a_student_copy_cannot_release(rel
     assert code == 1 and "this is a student copy" in err and not (tmp_path / "again").exists(), err
 
 
+def test_in_a_student_copy_stub_points_at_cram_py_itself_and_a_release_makes_its_parent_folder(released, tmp_path):
+    code, _, err = python("exercises.py", "stub", "masking", cwd=released[0])
+    assert code == 1 and "write your functions in cram.py itself" in err and not (released[0] / "my_cram.py").exists()
+    assert exercises.main(["release", str(tmp_path / "class" / "student"), "glu"]) == 0  # class/ did not exist
+    assert (tmp_path / "class" / "student" / "cram.py").is_file()
+
+
 def test_a_release_that_would_hand_out_an_answer_writes_nothing(tmp_path):
     project = tmp_path / "project"  # a tiny project, not a git checkout: one file in it holds the answer
     (project / "docs").mkdir(parents=True)
