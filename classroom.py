@@ -207,7 +207,8 @@ signature and docstring and raises `NotImplementedError` until you write it. The
 |---|---|---:|---:|---|
 {chr(10).join(rows)}
 
-An order that works: {', '.join(order)}.
+An order that works: {', '.join(order)}. Fix a FAIL in this order: a later check runs the code of the earlier
+exercises it names, so a slip there can fail it too.
 
 ```
 python exercises.py show NAME     # the assignment
