@@ -35,6 +35,7 @@ import csv
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -117,6 +118,12 @@ def left_out(path):
     return any(path.startswith(x) if x.endswith("/") else path == x for x in LEAVE_OUT)
 
 
+def unlinked(text):
+    """A page whose links to a left-out page (the lab notebook, ...) keep their words and lose the link: no dead link."""
+    pages = "|".join(re.escape(Path(x).name) for x in LEAVE_OUT if x.endswith(".md"))
+    return re.sub(rf"\[([^\]]+)\]\((?:[\w./]*/)?(?:{pages})(?:#[^)]*)?\)", r"\1", text)
+
+
 def copy_tree(root, files, into, written, leave_out):
     """Copy `files` from root into the folder `into`; `written` {path: text} replaces or adds files."""
     for path in files:
@@ -124,8 +131,8 @@ def copy_tree(root, files, into, written, leave_out):
             continue
         target = into / path
         target.parent.mkdir(parents=True, exist_ok=True)
-        if leave_out and path in STRIP:
-            target.write_text(stripped(read(root / path), STRIP[path]), encoding="utf-8")
+        if leave_out and (path in STRIP or path.endswith(".md")):
+            target.write_text(unlinked(stripped(read(root / path), STRIP.get(path, ()))), encoding="utf-8")
         else:
             shutil.copy2(root / path, target)
     for path, text in written.items():

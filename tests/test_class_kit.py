@@ -4,6 +4,7 @@ import ast
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -131,6 +132,16 @@ def test_a_student_copy_without_checks_holds_no_check_code(tmp_path):
     assert "This copy has no checks" in (tmp_path / "exam" / "CLASS.md").read_text(encoding="utf-8")
     code, out, _ = python("exercises.py", "check", "glu", cwd=tmp_path / "exam")
     assert code == 1 and "FAIL  glu: this copy has no checks: your teacher grades your cram.py" in out, out
+
+
+def test_a_student_copy_s_pages_keep_no_link_to_a_page_it_leaves_out(released):
+    student, _ = released
+    pages = {p.relative_to(student).as_posix(): p.read_text(encoding="utf-8") for p in student.rglob("*.md")}
+    assert "the lab notebook" in pages["README.md"]  # the words stay
+    for path, text in pages.items():
+        for target in re.findall(r"\]\(([^)#]+)", text):
+            if not target.startswith(("http", "mailto")):
+                assert ((student / path).parent / target).exists(), f"{path} links to {target}, not in the copy"
 
 
 def test_a_release_refuses_a_folder_in_use_and_a_student_copy_cannot_release(released, tmp_path):
