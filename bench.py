@@ -358,7 +358,7 @@ def finetune(cfg, args, device):
         assert counts and min(counts) >= 1
     except (ValueError, AssertionError):
         raise SystemExit(f"bench.py: error: --finetune {args.finetune!r}: give run counts >= 1, e.g. 1,2,4") from None
-    protocol = sum(-(-n // 16) for n in finetune_glue.GLUE_TRAIN_ROWS.values()) * 5 * 5
+    protocol = finetune_glue.PROTOCOL_STEPS
     print(f"bench --finetune: preset {cfg.preset} | L{cfg.n_layer} d{cfg.n_embd} V{args.vocab_size} | batch 16 x "
           f"{args.seq_len} tokens | {device} | compile {bool(args.compile)} | torch {torch.__version__}")
     paces = {}

@@ -60,8 +60,9 @@ RULES = [("seeds epochs batch_size eval_batch_size head_hidden", lambda x: x >= 
          ("lr", lambda x: 0 < x < math.inf, "> 0 and finite"), ("pool", lambda x: x in ("cls", "mean"), "cls or mean"),
          ("beta1 beta2 dropout", lambda x: 0 <= x < 1, "in [0, 1)")]
 
-# The paper's protocol, for the projection of its time (pace): the rows of GLUE's official train.tsv files
+# The paper's protocol, for pace's projection: GLUE's train.tsv rows; its steps: batches of 16, 5 epochs, 5 seeds
 GLUE_TRAIN_ROWS = dict(cola=8551, sst2=67349, mrpc=3668, stsb=5749, qqp=363846, mnli=392702, qnli=104743, rte=2490)
+PROTOCOL_STEPS = sum(math.ceil(n / PAPER["batch_size"]) for n in GLUE_TRAIN_ROWS.values()) * PAPER["epochs"] * 5
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -318,13 +319,12 @@ def run(args):
     paced = {}
 
     def pace(step_s):  # the first run that times 200 steps: this run's time, and the paper's protocol's, projected
-        protocol = sum(math.ceil(n / PAPER["batch_size"]) for n in GLUE_TRAIN_ROWS.values()) * PAPER["epochs"] * 5
         if not paced:
-            paced.update(step_s=step_s, projected_s=steps * step_s, protocol_h=protocol * step_s / 3600)
+            paced.update(step_s=step_s, projected_s=steps * step_s, protocol_h=PROTOCOL_STEPS * step_s / 3600)
             print(f"pace: {1e3 * step_s:.2f} ms a step (batch {args.batch_size}, this task's lengths): this run's "
                   f"{steps:,} steps ~ {steps * step_s / 60:.1f} min; the paper's GLUE protocol (8 tasks x 5 epochs x "
-                  f"5 seeds, {protocol:,} steps of 16) ~ {protocol * step_s / 3600:.1f} h at this pace (arithmetic: "
-                  "its tasks' lengths differ)")
+                  f"5 seeds, {PROTOCOL_STEPS:,} steps of 16) ~ {PROTOCOL_STEPS * step_s / 3600:.1f} h at this pace "
+                  "(arithmetic: its tasks' lengths differ)")
     report = {init: {"table": {}, "baseline": {}, "results": {}, "tasks": {}, "draws": {}} for init in inits}
     outputs = {}
     for task, train, devs in data.values():
