@@ -7,7 +7,7 @@
     python bench.py --preset paper --narrow 4,8,12               # + NarrowBERT: the last N blocks narrow, each N
     python bench.py --preset paper --profile                     # + where the step's time goes, kernel by kernel
     python bench.py --memory                                     # per-GPU bytes of DDP and --shard, by arithmetic
-    python bench.py --preset paper --finetune 1,2,4 --seq_len 64 # fine-tuning steps, 1, 2, 4 runs side by side
+    python bench.py --preset paper --finetune 1,5 --seq_len 64   # fine-tuning: 1 seed, 5 seeds as one model
 
 Every candidate runs in the precision train() would pick here (hardware.amp_dtype: bf16 from Ampere on, fp16
 before it, fp32 on a CPU), so a ratio compares code, not precisions; on a GPU each also gets its own peak memory.
@@ -170,32 +170,25 @@ def official_model(cfg, vocab, T, device, folder, compile_, accum):
     return train_step(model, optimizer, cfg, vocab, T, device, compile_, accum, loss_of)
 
 
-def finetune_runs(cfg, vocab, T, device, runs, warmup, steps, compile_):
-    """--finetune: `runs` fine-tuning runs side by side, each finetune_glue.training_step as finetune_glue.py steps
-    it (the checkpoint's encoder and a fresh head, the paper's recipe: batch 16, dropout 0.1, AdamW; on a CUDA GPU a
-    graph) on a batch of T-token pairs, each on its own CUDA stream: the small kernels of one can run beside the
-    others'. Seconds a step of one run (a round of steps / runs). A speed probe: the runs share one random generator.
-    compile_: the model under torch.compile (finetune_glue.py does not compile: this measures what it would buy)."""
-    import contextlib
+def finetune_runs(cfg, vocab, T, device, seeds, warmup, steps, compile_):
+    """--finetune: the step of `seeds` fine-tuning runs trained as one model, as finetune_glue.py steps them
+    (hardware.together, finetune_glue.training_step: the checkpoint's encoder and a fresh head, the paper's recipe:
+    batch 16, dropout 0.1, AdamW; on a CUDA GPU a graph) on a batch of T-token pairs. Seconds a step, divided by
+    `seeds`: the cost of one run's step. compile_: under torch.compile (finetune_glue.py does not compile: this
+    measures what it would buy)."""
     import finetune_glue
     from classifier import GlueModel
-    args, rounds = argparse.Namespace(**finetune_glue.PAPER), []
-    for seed in range(runs):
+    args, models = argparse.Namespace(**finetune_glue.PAPER), []
+    for seed in range(seeds):
         torch.manual_seed(seed)
         encoder = cram.CrammedBERT(replace(cfg, dropout=args.dropout), vocab, T)
-        model = GlueModel(encoder, cfg.n_embd, 2, args.head_hidden, args.dropout, "cls", 3, True).to(device).train()
-        step = finetune_glue.training_step(torch.compile(model) if compile_ else model, args, device)[0]
-        batch = (torch.randint(5, vocab, (args.batch_size, T), device=device),
-                 torch.ones(args.batch_size, T, dtype=torch.bool, device=device),
-                 torch.randint(0, 2, (args.batch_size,), device=device))
-        stream = torch.cuda.Stream(device) if device.type == "cuda" else None
-        rounds.append((step, batch, stream))
-
-    def one_round():
-        for step, batch, stream in rounds:
-            with torch.cuda.stream(stream) if stream else contextlib.nullcontext():
-                step(*batch)
-    return timed(one_round, warmup, steps, device) / runs
+        models.append(GlueModel(encoder, cfg.n_embd, 2, args.head_hidden, args.dropout, "cls", 3, True))
+    params, forward, _ = hardware.together(models, device)
+    step = finetune_glue.training_step(torch.compile(forward) if compile_ else forward, params, args, device)[0]
+    shape = (seeds, args.batch_size, T)
+    batch = (torch.randint(5, vocab, shape, device=device), torch.ones(shape, dtype=torch.bool, device=device),
+             torch.randint(0, 2, shape[:2], device=device), torch.ones(shape[:2], device=device))
+    return timed(lambda: step(*batch), warmup, steps, device) / seeds
 
 
 def matmul(device, n=4096):
@@ -253,8 +246,8 @@ def main(argv=None):
     p.add_argument("--matmul_size", type=int, default=4096, help="n of the n x n matmul that measures the ceiling")
     p.add_argument("--memory", action="store_true", help="print the memory arithmetic of DDP and --shard, and stop")
     p.add_argument("--profile", action="store_true", help="also profile our step: its time by kernel and by kind")
-    p.add_argument("--finetune", default="", help="instead: fine-tuning steps of 1 or more runs side by side, e.g. "
-                   "1,2,4 (batch 16 of --seq_len tokens, each run on its own CUDA stream), and stop")
+    p.add_argument("--finetune", default="", help="instead: fine-tuning steps of 1 or more seeds as one model, "
+                   "e.g. 1,5 (batch 16 of --seq_len tokens each, as finetune_glue.py trains a task's seeds), and stop")
     args = p.parse_args(argv)
     if args.memory:
         return memory()
@@ -350,24 +343,24 @@ def main(argv=None):
 
 
 def finetune(cfg, args, device):
-    """--finetune 1,2,4: ms a fine-tuning step of one run, for each number of runs side by side, and the paper's GLUE
+    """--finetune 1,5: ms a fine-tuning step of one run, for each number of seeds trained as one, and the paper's GLUE
     protocol at that pace (arithmetic: its 8 tasks' rows, 5 epochs, 5 seeds, batch 16, all at --seq_len tokens)."""
     import finetune_glue
     try:
         counts = [int(n) for n in args.finetune.split(",")]
         assert counts and min(counts) >= 1
     except (ValueError, AssertionError):
-        raise SystemExit(f"bench.py: error: --finetune {args.finetune!r}: give run counts >= 1, e.g. 1,2,4") from None
+        raise SystemExit(f"bench.py: error: --finetune {args.finetune!r}: give seed counts >= 1, e.g. 1,5") from None
     protocol = finetune_glue.PROTOCOL_STEPS
     print(f"bench --finetune: preset {cfg.preset} | L{cfg.n_layer} d{cfg.n_embd} V{args.vocab_size} | batch 16 x "
           f"{args.seq_len} tokens | {device} | compile {bool(args.compile)} | torch {torch.__version__}")
     paces = {}
-    for runs in counts:
-        paces[runs] = finetune_runs(cfg, args.vocab_size, args.seq_len, device, runs, args.warmup, args.steps,
-                                    bool(args.compile))
-        print(f"{runs} run{'s side by side' if runs > 1 else ''}: {1e3 * paces[runs]:.2f} ms a step of one run "
-              f"({paces[counts[0]] / paces[runs]:.2f}x the first) | the paper's protocol ({protocol:,} steps) at "
-              f"this pace ~ {protocol * paces[runs] / 3600:.1f} h")
+    for seeds in counts:
+        paces[seeds] = finetune_runs(cfg, args.vocab_size, args.seq_len, device, seeds, args.warmup, args.steps,
+                                     bool(args.compile))
+        print(f"{seeds} seed{'s as one model' if seeds > 1 else ''}: {1e3 * paces[seeds]:.2f} ms a step of one run "
+              f"({paces[counts[0]] / paces[seeds]:.2f}x the first) | the paper's protocol ({protocol:,} steps of one "
+              f"run) at this pace ~ {protocol * paces[seeds] / 3600:.1f} h")
         if device.type == "cuda":
             torch.cuda.empty_cache()
     return paces

@@ -9,8 +9,10 @@
 One recipe for all tasks, named by the checkpoint's preset (PAPER, TINY below; flags win): [CLS] A [SEP] B [SEP], a
 fresh head, cross-entropy (a regression such as STS-B: MSE), AdamW, warm-up then cosine decay, mixed precision on
 CUDA (hardware.py); dev metrics after the last epoch, median over seeds, beside those of no model at all (the
-majority class, or the training mean). What a task is (its columns, labels, metrics) and how its files are read:
-tasks.py; the model (the encoder and a fresh head) and the kept classifier: classifier.py.
+majority class, or the training mean). On a CUDA GPU in bf16 a task's seeds can train together, as one model
+(--seeds_together 0, hardware.together): a step of batch 16 costs its kernels' count, not their arithmetic. What a
+task is (its columns, labels, metrics), how its files are read and the table: tasks.py; the model and the kept
+classifier: classifier.py.
 Each dev number carries its 95% interval over the dev rows (tasks.intervals), a small dev set says what one row is
 worth, and --vs_random's difference says when it is within the noise. Outputs in --out (default: the checkpoint's
 folder), each run's kept in its own files, glue-<tasks>-<time>.md and .json and predictions/glue-<tasks>-<time>/:
@@ -30,14 +32,15 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch import nn
 from tqdm import tqdm
 
 from classifier import GlueModel, check_save_dir, collate, decide, encode, predict, save_classifier
 from cram import CramError, CrammedBERT, pick_device
-from hardware import Replay, amp_dtype, autocast, run_info, safe_console
+from hardware import Replay, amp_dtype, autocast, use_cuda_graphs, run_info, safe_console, seeds_at_once, together
 from official import load_pretrained  # a cram.py checkpoint or the paper's released folder
-from tasks import (GLUE, INTERVAL_WORDS, baseline, compute_metrics, file_task, glue_task, interval, intervals,
-                   load_task, one_row)
+from tasks import (GLUE, INTERVALS, average, baseline, compute_metrics, count, difference, file_task, glue_task,
+                   intervals, load_task, markdown, one_row)
 from tokenizer import load_tokenizer
 
 # Recipes, named by the checkpoint's preset; every value is also a flag, which wins. The paper's "GLUE-sane" set:
@@ -52,11 +55,9 @@ PAPER = dict(lr=4e-5, beta1=0.9, beta2=0.98, adam_eps=1e-6, weight_decay=0.0, ba
 # needs a 25x hotter lr, 10 epochs (CoLA 16 instead of 12), and a head on each sentence's mean (STS-B 73, not 23).
 TINY = {**PAPER, "lr": 1e-3, "batch_size": 32, "epochs": 10, "pool": "mean", "seeds": 3, "max_train": 8000}
 RECIPES = {"paper": PAPER, "tiny": TINY}
-INTERVALS = (f"{INTERVAL_WORDS}, on the median seed's predictions (predictions/); avg's and the difference's "
-             "by the bootstrap too, the difference's paired (the same resampled rows score both models)")
 # what a flag's value must be (one-line errors, not a crash or a quietly different run): (flags, test, in words)
 RULES = [("seeds epochs batch_size eval_batch_size head_hidden", lambda x: x >= 1, ">= 1"),
-         ("max_train adam_eps weight_decay", lambda x: x >= 0, ">= 0"), ("warmup", lambda x: 0 <= x <= 1, "in [0, 1]"),
+         ("max_train adam_eps weight_decay seeds_together", lambda x: x >= 0, ">= 0"), ("warmup", lambda x: 0 <= x <= 1, "in [0, 1]"),
          ("lr", lambda x: 0 < x < math.inf, "> 0 and finite"), ("pool", lambda x: x in ("cls", "mean"), "cls or mean"),
          ("beta1 beta2 dropout", lambda x: 0 <= x < 1, "in [0, 1)")]
 
@@ -70,7 +71,8 @@ PROTOCOL_STEPS = sum(math.ceil(n / PAPER["batch_size"]) for n in GLUE_TRAIN_ROWS
 
 
 def lr_at(step, total, peak, warmup=PAPER["warmup"]):
-    """Linear warm-up over the first warmup fraction of the steps, then cosine decay to 0 at the last step."""
+    """Linear warm-up over the first warmup fraction of the steps, then cosine decay towards 0 (reached one step
+    after the last)."""
     n_warm = max(1, round(warmup * total))
     if step < n_warm:
         return peak * (step + 1) / n_warm
@@ -88,84 +90,102 @@ def length_grouped(lengths, batch_size, gen, window=100):
     return [batches[i] for i in torch.randperm(len(batches), generator=gen).tolist()]
 
 
-def training_step(model, args, device):
-    """One fine-tuning step of the model, (ids, pad_mask, labels) -> loss, and set_lr(value). On a CUDA GPU (bf16)
-    it is replayed as a CUDA graph (hardware.Replay); graphs then tells finetune to pad batches to fixed widths."""
-    dtype = amp_dtype(device)
-    graphs = device.type == "cuda" and dtype == torch.bfloat16  # fp16 (T4, V100): GradScaler reads the host each step
+def training_step(forward, params, args, device):
+    """Returns (step, set_lr, graphs). step(ids, pad_mask, labels, real), each (S, B, ...), is one fine-tuning step of
+    S models trained as one (forward and parameters: hardware.together) and returns the S models' losses; set_lr(value)
+    sets the next step's lr. On a CUDA GPU in bf16 the step is replayed as a CUDA graph (hardware.Replay); graphs then
+    tells finetune to pad batches to fixed widths."""
+    dtype, graphs = amp_dtype(device), use_cuda_graphs(device)
     lr = torch.tensor(args.lr, device=device) if graphs else args.lr  # a graph replays the numbers it recorded:
     # a float lr would stay fixed, a tensor's value is read at every replay
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=(args.beta1, args.beta2), eps=args.adam_eps,
+    optimizer = torch.optim.AdamW(params, lr=lr, betas=(args.beta1, args.beta2), eps=args.adam_eps,
                                   weight_decay=args.weight_decay, fused=device.type == "cuda", capturable=graphs)
     scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)  # as cram.py
 
     def set_lr(value):  # one group: all weights; with graphs the recorded step reads the lr from its tensor
         lr.fill_(value) if graphs else optimizer.param_groups[0].update(lr=value)
 
-    def step(batch_ids, pad_mask, y):
+    def step(batch_ids, pad_mask, y, real):  # real (S, B): 1 on a batch's examples, 0 on the copies that fill it up
         with autocast(device, dtype):  # as in pretraining: bf16 from Ampere on, fp16 before it, else fp32
-            out = model(batch_ids, pad_mask).float()                                     # (B, n_out)
-        loss = F.mse_loss(out[:, 0], y.float()) if out.shape[1] == 1 else F.cross_entropy(out, y)
+            out = forward(batch_ids, pad_mask).float()                                   # (S, B, n_out)
+        per_example = F.mse_loss(out[..., 0], y.float(), reduction="none") if out.shape[-1] == 1 else \
+            F.cross_entropy(out.flatten(0, 1), y.flatten(), reduction="none").view_as(real)    # (S, B)
+        losses = (per_example * real).sum(1) / real.sum(1)                           # (S,): each model's mean
         optimizer.zero_grad(set_to_none=True)
-        scaler.scale(loss).backward()
+        scaler.scale(losses.sum()).backward()  # the sum: each model's weights get the gradient of its own loss
         scaler.step(optimizer)
         scaler.update()
-        return loss.detach()
+        return losses.detach()
 
     return (Replay(step) if graphs else step), set_lr, graphs
 
 
-def finetune(model, ids, labels, args, seed, device, desc, pace=None):
-    """args.epochs passes over (ids, labels) in batches of args.batch_size of similar length (length_grouped); returns
-    the last loss. The rows go to the device once, nothing is read back until the end. With CUDA graphs a batch is
-    padded to a multiple of 32 tokens: at most 4 shapes (each costs two plain steps), at most 31 padded tokens.
-    pace(seconds a step): once, at step 500, the time of steps 300-500."""
-    gen, lengths = torch.Generator().manual_seed(seed), [len(s) for s in ids]
-    batches = [b for _ in range(args.epochs) for b in length_grouped(lengths, args.batch_size, gen)]
-    run_step, set_lr, graphs = training_step(model, args, device)
+def finetune(models, ids, labels, args, seeds, device, desc, pace=None):
+    """args.epochs passes over (ids, labels) for each model, in its seed's order, in batches of args.batch_size of
+    similar length (length_grouped); returns each model's last loss. The models (one a seed, seeds_at_once of them)
+    train together, as one (hardware.together). The data go to the device once, nothing is read back until the end.
+    An epoch's short last batch is filled up with copies of its first example that count 0: one batch size. With
+    CUDA graphs a batch is padded to a multiple of 32 tokens: at most 4 shapes (each costs two plain steps), at most
+    31 padded tokens. pace(seconds a step): once, at step 500, the time of steps 300-500."""
+    lengths = torch.tensor([len(s) for s in ids])
+
+    def order(seed):  # (steps, B): the example numbers of each step's batch, -1 past an epoch's short last batch
+        gen = torch.Generator().manual_seed(seed)
+        batches = [b for _ in range(args.epochs) for b in length_grouped(lengths.tolist(), args.batch_size, gen)]
+        return nn.utils.rnn.pad_sequence(batches, batch_first=True, padding_value=-1)
+    rows = torch.stack([order(seed) for seed in seeds], 1)                              # (steps, S, B)
+    real = (rows >= 0).float()  # 1 on a batch's examples; the rest repeat the batch's first, counting 0
+    rows = torch.where(rows >= 0, rows, rows[..., :1])
+    params, forward, done = together(models, device)
+    run_step, set_lr, graphs = training_step(forward, params, args, device)
     table, masks = collate(ids, args.pad_id, device)  # every row padded to the longest, (N, T), on the device once
+    widths = lengths[rows].amax((1, 2))  # each step's longest example, on a GPU rounded up to 32s (the docstring)
+    widths = (-(-widths // 32) * 32).clamp(max=table.shape[1]) if graphs else widths
     targets = torch.tensor(labels.tolist()).to(device)  # STS-B's scores in float32: MPS has no float64
-    rows = torch.cat(batches).to(device)  # every step's row numbers, in one copy
-    model.train()
-    bar = tqdm(batches, desc=desc, unit="step", leave=False, dynamic_ncols=True, disable=not sys.stderr.isatty())
-    start = t0 = 0  # where this step's rows start in `rows`; (the bar: on a terminal only, not in a log file)
-    for n, batch in enumerate(bar):
-        set_lr(lr_at(n, len(batches), args.lr, args.warmup))
-        width = max(lengths[i] for i in batch.tolist())  # the batch's longest example, on a GPU rounded up to 32s
-        width = min(-(-width // 32) * 32, table.shape[1]) if graphs else width  # (why 32: the docstring)
-        idx, start = rows[start:start + len(batch)], start + len(batch)
-        loss = run_step(table[idx, :width], masks[idx, :width], targets[idx])
-        if pace and len(batches) > 500 and n in (300, 500):  # time steps 300 to 500: warmed up, graphs recorded
+    rows, real = rows.to(device), real.to(device)
+    bar = tqdm(widths.tolist(), desc=desc, unit="step", leave=False, dynamic_ncols=True,
+               disable=not sys.stderr.isatty())  # on a terminal only, not in a log file
+    t0 = 0
+    for n, width in enumerate(bar):
+        set_lr(lr_at(n, len(rows), args.lr, args.warmup))
+        idx = rows[n]                                                                  # (S, B)
+        loss = run_step(table[idx, :width], masks[idx, :width], targets[idx], real[n])
+        if pace and len(rows) > 500 and n in (300, 500):  # time steps 300 to 500: warmed up, graphs recorded
             getattr(torch, device.type).synchronize()
             if n == 500:
                 pace((time.perf_counter() - t0) / 200)
             t0 = time.perf_counter()
-    return loss.item()
+    done()
+    return loss.tolist()
 
 
 def run_task(task, train, devs, weights, cfg, tok, args, device, outputs, report, keep=False, pace=None):
     """Fine-tune args.seeds times from weights (None: a random init); metrics and times go to report (its "table",
     "results", "tasks"), the median seed's predictions to outputs, with keep its model to report["keep"]; pace:
     finetune's."""
-    t0, preds, models, random_init = time.time(), [], [], weights is None  # per seed: {eval set: outputs}, weights
+    t0, preds, models_kept, random_init = time.time(), [], [], weights is None  # per seed: {set: outputs}, weights
     train_ids, dev_ids = encode(tok, train, args.max_len), {n: encode(tok, d, args.max_len) for n, d in devs.items()}
     info = report["tasks"][task.name] = {"n_train": len(train_ids), "n_dev": {n: len(d) for n, d in dev_ids.items()},
                                          "data_s": time.time() - t0, "train_s": [], "eval_s": [], "final_loss": []}
-    for seed in range(args.seeds):
-        torch.manual_seed(seed)
-        encoder = CrammedBERT(cfg, *args.vocab_seq)
-        if not random_init:  # a random init keeps this fresh N(0, 0.02) encoder: the no-pretraining baseline
-            encoder.load_state_dict(weights)
-        model = GlueModel(encoder, cfg.n_embd, len(task.labels or [0]), args.head_hidden, args.dropout, args.pool,
-                          tok.special["sep"], train.b is not None).to(device)
+    for first in range(0, args.seeds, args.seeds_together):  # seeds_together of them as one model (together)
+        seeds, models = range(first, min(first + args.seeds_together, args.seeds)), []
+        for seed in seeds:
+            torch.manual_seed(seed)
+            encoder = CrammedBERT(cfg, *args.vocab_seq)
+            if not random_init:  # a random init keeps this fresh N(0, 0.02) encoder: the no-pretraining baseline
+                encoder.load_state_dict(weights)
+            models.append(GlueModel(encoder, cfg.n_embd, len(task.labels or [0]), args.head_hidden, args.dropout,
+                                    args.pool, tok.special["sep"], train.b is not None))
         t1 = time.time()
-        info["final_loss"].append(finetune(model, train_ids, train.labels, args, seed, device, f"{task.name} {seed}",
-                                           pace))
-        info["train_s"].append(time.time() - t1)
-        preds.append({name: decide(predict(model, ids, args, device)) for name, ids in dev_ids.items()})
-        info["eval_s"].append(time.time() - t1 - info["train_s"][-1])
-        if keep:  # on the CPU until the median seed is known
-            models.append({k: v.detach().cpu().clone() for k, v in model.state_dict().items()})
+        info["final_loss"] += finetune(models, train_ids, train.labels, args, seeds, device,
+                                       f"{task.name} {first}" + f"-{seeds[-1]}" * (len(seeds) > 1), pace)
+        info["train_s"] += [(time.time() - t1) / len(seeds)] * len(seeds)  # the group's time, shared
+        for model in models:
+            t1 = time.time()
+            preds.append({name: decide(predict(model.to(device), ids, args, device)) for name, ids in dev_ids.items()})
+            info["eval_s"].append(time.time() - t1)
+            if keep:  # on the CPU until the median seed is known
+                models_kept.append({k: v.detach().cpu().clone() for k, v in model.state_dict().items()})
     name_of = (lambda y: task.labels[int(y)]) if task.labels else float  # predictions/ shows label names
     for n, (name, dev) in enumerate(devs.items()):
         runs, main = [compute_metrics(task, p[name], dev.labels) for p in preds], task.metrics[0]
@@ -186,60 +206,12 @@ def run_task(task, train, devs, weights, cfg, tok, args, device, outputs, report
               f"{len(train_ids)} train rows, {sum(info['train_s']):.0f} s training)"
               f"; no model ({'the training mean' if task.labels is None else 'the majority class'}): " +
               ", ".join(f"{k} {v:.2f}" for k, v in trivial.items()))
-        if models and n == 0:  # a saved classifier: the median seed of the first evaluation set
-            report["keep"] = dict(state=models[pick], seed=pick, metrics=runs[pick], baseline=trivial)
+        if models_kept and n == 0:  # a saved classifier: the median seed of the first evaluation set
+            report["keep"] = dict(state=models_kept[pick], seed=pick, metrics=runs[pick], baseline=trivial)
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Reporting and the command line.
-
-def average(table):
-    """The paper's GLUE score: the plain mean of the main metrics (9 numbers for the full benchmark)."""
-    return sum(table.values()) / len(table)
-
-
-def count(n, word):
-    return f"{n} {word}{'s' * (n != 1)}"
-
-
-def difference(a, b):
-    """Per evaluation set and for avg, a minus b (two models' reports) and the 95% interval of a paired bootstrap: the
-    same resampled dev rows score both models (tasks.bootstrap's fixed seed). Within the noise: the interval holds 0."""
-    diffs = {c: (a["table"][c] - b["table"][c], a["draws"][c] - b["draws"][c]) for c in a["table"]}
-    diffs["avg"] = (average(a["table"]) - average(b["table"]), np.mean([d for _, d in diffs.values()], axis=0))
-    return {c: dict(value=v, interval=(iv := interval(d)), within_noise=iv[0] <= 0 <= iv[1]) for c, (v, d) in
-            diffs.items()}
-
-
-def markdown(reports, trivial, titles, seeds, recipe, notes):
-    """The table: a row per model ({name: report}: its "table" {eval set: main metric}, "results", "draws"), each
-    number with its 95% interval over the dev rows; their difference when there are two, and no model at all (the
-    majority class, or the training mean: trivial) for scale. titles: eval set -> column title; notes: lines below."""
-    cols, rows = list(titles), {}
-    cell = lambda v, iv, f=".1f": f"{v:{f}} [{iv[0]:{f}}, {iv[1]:{f}}]"  # noqa: E731
-    for name, r in reports.items():  # avg's interval: the mean of the sets' bootstrap draws (one set: its own)
-        spread = [r["results"][c]["interval"][r["results"][c]["main"]] for c in cols]
-        avg_iv = spread[0] if len(cols) == 1 else interval(np.mean([r["draws"][c] for c in cols], axis=0))
-        rows[name] = [cell(r["table"][c], iv) for c, iv in zip(cols, spread)] + [cell(average(r["table"]), avg_iv)]
-    if len(reports) == 2:
-        rows["difference"] = [cell(d["value"], d["interval"], "+.1f") + " within the noise" * d["within_noise"]
-                              for d in difference(*reports.values()).values()]
-    no_model = [f"{trivial[c]:.1f}" for c in cols] + [f"{average(trivial):.1f}"]  # no interval: no model to score
-    rows["no model (majority class / training mean)"] = no_model
-    lines = [f"| model | {' | '.join(titles[c] for c in cols)} | avg |", "|---|" + "---:|" * (len(cols) + 1)]
-    lines += [f"| {name} | {' | '.join(cells)} |" for name, cells in rows.items()]
-    glue = [s for name in GLUE for s in glue_task(name, "").evals]
-    avg = ("of all 9 numbers, as in the paper." if cols == glue else f"over the {count(len(cols), 'number')} of the "
-           "tasks run" + (": a subset, not comparable with the paper's 9-number average." if set(cols) <= set(glue)
-                          else "."))
-    first = next(iter(reports.values()))["results"]
-    small = [f"{titles[c]}: {first[c]['one_row']}." for c in cols if first[c]["one_row"]]  # a small dev set
-    return "\n".join(lines + [
-        "", f"Dev sets, median of {count(seeds, 'fine-tuning seed')} per task, the {recipe} recipe; avg is the plain "
-        f"mean {avg}", f"[low, high]: the {INTERVALS}; the seeds' own spread is not in it." + (
-            ' "within the noise": the difference\'s interval holds 0, so these dev rows cannot tell the two models '
-            'apart.' if len(reports) == 2 else ""), *small, *notes]) + "\n"
-
+# The command line (the table it writes: tasks.markdown).
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description="Fine-tune a cram.py checkpoint on GLUE, or on your own labelled files "
@@ -260,6 +232,8 @@ def parse_args(argv=None):
     p.add_argument("--random_init", action="store_true", help="re-initialise the encoder: no-pretraining baseline")
     p.add_argument("--vs_random", action="store_true", help="also from random weights: both rows, their difference")
     p.add_argument("--device", default="auto", help="auto (the default), cuda, cpu or mps")
+    p.add_argument("--seeds_together", type=int, default=1, help="a task's seeds trained as one model, in one step "
+                   "(default 1: one after another; 0: on a CUDA GPU in bf16 all that fit in half its memory, else 1)")
     for name, value in PAPER.items():  # None: the checkpoint's recipe
         p.add_argument(f"--{name}", type=type(value), help=f"default by preset: paper {value}, tiny {TINY[name]}")
     return p.parse_args(argv)
@@ -311,20 +285,24 @@ def run(args):
         print(f"task {task.name}: {kind}, text {[c for c in task.columns[:2] if c is not None]}, label "
               f"{task.columns[2]!r}, {len(train.a)} train rows{counts}")
     inits = [False, True] if args.vs_random else [args.random_init]  # random init: the no-pretraining baseline
+    args.seeds_together = min(args.seeds, args.seeds_together or seeds_at_once(
+        device, args.seeds, sum(v.numel() for v in pretrained.state_dict().values())))
+    rounds = math.ceil(args.seeds / args.seeds_together)  # a step trains seeds_together seeds at once
     steps = sum(math.ceil(len(train.a) / args.batch_size) for _, train, _ in data.values()) * args.epochs * \
-        args.seeds * len(inits)
+        rounds * len(inits)
+    protocol = PROTOCOL_STEPS // 5 * math.ceil(5 / args.seeds_together)  # its 5 seeds, seeds_together at once
     print(f"this run: {steps:,} steps of {args.batch_size} examples ({count(args.seeds, 'seed')} x {args.epochs} "
-          f"epochs{' x 2 inits' * args.vs_random}); on {device}" + " each step a CUDA graph" * (
-              device.type == "cuda" and amp_dtype(device) == torch.bfloat16))
+          f"epochs{' x 2 inits' * args.vs_random}, {count(args.seeds_together, 'seed')} in a step); on {device}" +
+          " each step a CUDA graph" * use_cuda_graphs(device))
     paced = {}
 
     def pace(step_s):  # the first run that times 200 steps: this run's time, and the paper's protocol's, projected
         if not paced:
-            paced.update(step_s=step_s, projected_s=steps * step_s, protocol_h=PROTOCOL_STEPS * step_s / 3600)
-            print(f"pace: {1e3 * step_s:.2f} ms a step (batch {args.batch_size}, this task's lengths): this run's "
-                  f"{steps:,} steps ~ {steps * step_s / 60:.1f} min; the paper's GLUE protocol (8 tasks x 5 epochs x "
-                  f"5 seeds, {PROTOCOL_STEPS:,} steps of 16) ~ {PROTOCOL_STEPS * step_s / 3600:.1f} h at this pace "
-                  "(arithmetic: its tasks' lengths differ)")
+            paced.update(step_s=step_s, projected_s=steps * step_s, protocol_h=protocol * step_s / 3600)
+            print(f"pace: {1e3 * step_s:.2f} ms a step ({args.seeds_together} x batch {args.batch_size}, this task's "
+                  f"lengths): this run's {steps:,} steps ~ {steps * step_s / 60:.1f} min; the paper's GLUE protocol "
+                  f"(8 tasks x 5 epochs x 5 seeds, {PROTOCOL_STEPS:,} batches of 16, {protocol:,} steps) ~ "
+                  f"{protocol * step_s / 3600:.1f} h at this pace (arithmetic: its tasks' lengths differ)")
     report = {init: {"table": {}, "baseline": {}, "results": {}, "tasks": {}, "draws": {}} for init in inits}
     outputs = {}
     for task, train, devs in data.values():

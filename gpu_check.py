@@ -8,8 +8,8 @@
 Each step is the command a user types, run as a process with its own time limit; what it printed goes to
 out/gpu_check/<step>.txt, and out/gpu_check/report.md gets a table: the machine, each command, its wall time, its exit
 code and the number it is there for (tokens/s and MFU, the fine-tuning pace and its projection of the paper's GLUE
-protocol, and the pace of 1, 2 and 4 fine-tuning runs side by side: what running a task's seeds together would
-buy). docs/gpu.md keeps the measured rows. Off a GPU it runs too (the paths, not the speed).
+protocol, the pace of 1 and of 5 seeds trained as one model: what finetune_glue.py's --seeds_together buys, and RTE's
+5 seeds). docs/gpu.md keeps the measured rows. Off a GPU it runs too (the paths, not the speed).
 """
 import argparse
 import importlib.util
@@ -51,16 +51,18 @@ def steps(args, out):
                            str(out / "bbc_news/train.csv"), "--validation_file", str(out / "bbc_news/dev.csv"),
                            "--save_model", str(out / "classifier"), *tune],
          r"pace: (.*?ms a step).*?(protocol.*? ~ [\d.]+ h)"),
-        ("finetune_runs", 150, [py, "bench.py", "--preset", args.preset, "--finetune", "1,2,4", "--seq_len", "64",
-                                "--steps", "50", "--warmup", "5"],
-         r"1 run: ([\d.]+ ms).*4 runs side by side: ([\d.]+ ms).*?\(([\d.]+x) the first\).*? ~ ([\d.]+ h)"),
+        ("finetune_seeds", 150, [py, "bench.py", "--preset", args.preset, "--finetune", "1,5", "--seq_len", "64",
+                                 "--steps", "50", "--warmup", "5"],
+         r"1 seed: ([\d.]+ ms).*5 seeds as one model: ([\d.]+ ms).*?\(([\d.]+x) the first\).*? ~ ([\d.]+ h)"),
         ("classify", 60, [py, "classify.py", str(out / "classifier"), "Shares rose after record profits"], None),
         ("fill_mask", 60, [py, "fill_mask.py", str(run / "ckpt.pt"), "the government said the [MASK] would rise ."],
          None),
     ]
     if args.glue_dir:
         plan.append(("glue_rte", 180, [py, "finetune_glue.py", str(run / "ckpt.pt"), "--glue_dir", args.glue_dir,
-                                       "--tasks", "rte", *tune], r"pace: (.*?ms a step)"))
+                                       "--tasks", "rte", "--seeds", "5", "--seeds_together", "0", "--out",
+                                       str(out / "glue")],
+                     r"pace: (.*?ms a step.*?\)).*?(protocol.*? ~ [\d.]+ h)"))
     return [p for p in plan if p[0] not in args.skip.split(",")]
 
 

@@ -2,9 +2,11 @@
 
 Plain functions of what torch reports (device capability, device name), so tests can give them a T4's, an A100's
 or an H100's answers on a CPU (tests/test_gpu_paths.py), or a Mac's and a Windows laptop's (tests/test_platforms.py).
-cram.py, finetune_glue.py and bench.py share them; every script's main() calls safe_console() first.
+cram.py, finetune_glue.py and bench.py share them; every script's main() calls safe_console() first. Fine-tuning's
+small steps on a GPU: Replay (a step as CUDA graphs) and together (a task's seeds trained as one model).
 """
 import contextlib
+import copy
 import datetime
 import os
 import platform
@@ -104,13 +106,55 @@ class Replay:
         with torch.cuda.stream(self.side):
             out = self.step(*inputs)
         torch.cuda.current_stream().wait_stream(self.side)
-        if key in self.seen:  # a shape that came back: record it (an epoch's last, short batch may never)
+        if key in self.seen:  # a shape that came back: record it (a shape seen only once never is)
             static, graph = [x.clone() for x in inputs], torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
                 recorded = self.step(*static)
             self.graphs[key] = graph, static, recorded
         self.seen.add(key)
         return out
+
+
+
+def use_cuda_graphs(device):
+    """Fine-tuning's step replayed as CUDA graphs (Replay): on a CUDA GPU in bf16; not in fp16 (T4, V100), whose
+    GradScaler reads a value back to the host at every step."""
+    return device.type == "cuda" and amp_dtype(device) == torch.bfloat16
+
+
+def seeds_at_once(device, seeds, n_params):
+    """finetune_glue.py --seeds_together 0: how many of a task's seeds train as one model (together). Where the step
+    is a CUDA graph, its time is its kernels' count, not their arithmetic (batch 16: 4.9-6.7 ms a step, H200, notes
+    2026-11-26), so all the seeds that fit in half the GPU's memory, at 16 bytes a parameter (fp32 weights,
+    gradients, AdamW's two moments). Elsewhere 1, one seed after another: a CPU's step is its arithmetic (3 seeds
+    together: 5-13% slower, notes), and in fp16 one GradScaler would skip every seed's step when one overflows."""
+    if not use_cuda_graphs(device):
+        return 1
+    half = torch.cuda.get_device_properties(device).total_memory / 2
+    return max(1, min(seeds, int(half // (16 * n_params))))
+
+
+def together(models, device):
+    """S models of one architecture (a task's seeds) trained as one. stack_module_state turns them into one dict of
+    (S, ...) tensors, and vmap runs the one-model forward on each slice 0..S-1, as a loop would, but in batched
+    kernels: forward(ids, pad_mask) on (S, B, T) -> (S, B, n_out), dropout drawing other numbers for each model. Each
+    kernel of the step is S times larger, their count the same. Returns (parameters, forward, done); done() writes
+    the trained weights back into the models. One model: itself, no vmap."""
+    if len(models) == 1:
+        model = models[0].to(device).train()
+        return list(model.parameters()), lambda ids, pad_mask: model(ids[0], pad_mask[0])[None], lambda: None
+    params, buffers = torch.func.stack_module_state(models)  # {name: (S, ...)}, copies
+    params = {k: v.detach().to(device).requires_grad_() for k, v in params.items()}
+    buffers = {k: v.to(device) for k, v in buffers.items()}
+    skeleton = copy.deepcopy(models[0]).to("meta").train()  # the structure, no data ("meta"): functional_call
+    # runs its forward with the stacked weights' slices in place of its own
+    one = lambda p, b, ids, pad_mask: torch.func.functional_call(skeleton, (p, b), (ids, pad_mask))  # noqa: E731
+    batched = torch.func.vmap(one, randomness="different")
+
+    def done():
+        for i, model in enumerate(models):
+            model.load_state_dict({k: v[i] for k, v in params.items()}, strict=False)  # the buffers never change
+    return list(params.values()), lambda ids, pad_mask: batched(params, buffers, ids, pad_mask), done
 
 
 # Dense tensor-core peak FLOP/s in the precision amp_dtype picks (bf16; fp16 before Ampere), for MFU. The whole

@@ -6,6 +6,7 @@ GLUE's eight tasks are instances of Task (GLUE below), read from the official TS
 hub; a user's task is made from the files themselves by run_glue.py's conventions (file_task): a .csv, .tsv, .json
 or .jsonl file with a header, the text in sentence1 + sentence2, sentence or text (or --text_columns), the label in
 label (or --label_column); float labels make a regression, anything else classes named by the label values.
+Then the scores: each task's metrics, their intervals over the dev rows, and the table finetune_glue.py writes.
 """
 import csv
 import io
@@ -323,3 +324,58 @@ def one_row(task, preds, labels):
 def baseline(task, train_labels, n):
     """The predictions of no model at all: the training set's most frequent class, or its mean for a regression."""
     return np.full(n, train_labels.mean() if task.labels is None else np.bincount(train_labels).argmax())
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The table finetune_glue.py writes: a row per model, each number with its interval, avg, no model for scale.
+
+INTERVALS = (f"{INTERVAL_WORDS}, on the median seed's predictions (predictions/); avg's and the difference's "
+             "by the bootstrap too, the difference's paired (the same resampled rows score both models)")
+
+
+def average(table):
+    """The paper's GLUE score: the plain mean of the main metrics (9 numbers for the full benchmark)."""
+    return sum(table.values()) / len(table)
+
+
+def count(n, word):
+    return f"{n} {word}{'s' * (n != 1)}"
+
+
+def difference(a, b):
+    """Per evaluation set and for avg, a minus b (two models' reports) and the 95% interval of a paired bootstrap: the
+    same resampled dev rows score both models (tasks.bootstrap's fixed seed). Within the noise: the interval holds 0."""
+    diffs = {c: (a["table"][c] - b["table"][c], a["draws"][c] - b["draws"][c]) for c in a["table"]}
+    diffs["avg"] = (average(a["table"]) - average(b["table"]), np.mean([d for _, d in diffs.values()], axis=0))
+    return {c: dict(value=v, interval=(iv := interval(d)), within_noise=iv[0] <= 0 <= iv[1]) for c, (v, d) in
+            diffs.items()}
+
+
+def markdown(reports, trivial, titles, seeds, recipe, notes):
+    """The table: a row per model ({name: report}: its "table" {eval set: main metric}, "results", "draws"), each
+    number with its 95% interval over the dev rows; their difference when there are two, and no model at all (the
+    majority class, or the training mean: trivial) for scale. titles: eval set -> column title; notes: lines below."""
+    cols, rows = list(titles), {}
+    cell = lambda v, iv, f=".1f": f"{v:{f}} [{iv[0]:{f}}, {iv[1]:{f}}]"  # noqa: E731
+    for name, r in reports.items():  # avg's interval: the mean of the sets' bootstrap draws (one set: its own)
+        spread = [r["results"][c]["interval"][r["results"][c]["main"]] for c in cols]
+        avg_iv = spread[0] if len(cols) == 1 else interval(np.mean([r["draws"][c] for c in cols], axis=0))
+        rows[name] = [cell(r["table"][c], iv) for c, iv in zip(cols, spread)] + [cell(average(r["table"]), avg_iv)]
+    if len(reports) == 2:
+        rows["difference"] = [cell(d["value"], d["interval"], "+.1f") + " within the noise" * d["within_noise"]
+                              for d in difference(*reports.values()).values()]
+    no_model = [f"{trivial[c]:.1f}" for c in cols] + [f"{average(trivial):.1f}"]  # no interval: no model to score
+    rows["no model (majority class / training mean)"] = no_model
+    lines = [f"| model | {' | '.join(titles[c] for c in cols)} | avg |", "|---|" + "---:|" * (len(cols) + 1)]
+    lines += [f"| {name} | {' | '.join(cells)} |" for name, cells in rows.items()]
+    glue = [s for name in GLUE for s in glue_task(name, "").evals]
+    avg = ("of all 9 numbers, as in the paper." if cols == glue else f"over the {count(len(cols), 'number')} of the "
+           "tasks run" + (": a subset, not comparable with the paper's 9-number average." if set(cols) <= set(glue)
+                          else "."))
+    first = next(iter(reports.values()))["results"]
+    small = [f"{titles[c]}: {first[c]['one_row']}." for c in cols if first[c]["one_row"]]  # a small dev set
+    return "\n".join(lines + [
+        "", f"Dev sets, median of {count(seeds, 'fine-tuning seed')} per task, the {recipe} recipe; avg is the plain "
+        f"mean {avg}", f"[low, high]: the {INTERVALS}; the seeds' own spread is not in it." + (
+            ' "within the noise": the difference\'s interval holds 0, so these dev rows cannot tell the two models '
+            'apart.' if len(reports) == 2 else ""), *small, *notes]) + "\n"

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import classifier  # noqa: E402
+import hardware  # noqa: E402
 import finetune_glue as fg  # noqa: E402
 import tasks  # noqa: E402
 from cram import Config, CrammedBERT  # noqa: E402
@@ -80,6 +81,24 @@ def glue(tmp_path_factory):
 
 
 # ---------------------------------------------------------------------------------------------- end to end
+
+@pytest.mark.parametrize("task", ["rte", "stsb"])
+def test_seeds_together_trains_a_task_s_seeds_in_groups_as_one_model_each_reported_and_the_median_kept(
+        task, ckpt, glue, tmp_path, capsys):
+    """--seeds 3 --seeds_together 2: seeds 0 and 1 as one model, then seed 2; every seed's numbers reported, the
+    median seed's classifier kept (a classification and a regression). 0 (auto) is 1 on a CPU."""
+    fg.main([str(ckpt), "--glue_dir", str(glue), "--tasks", task, "--epochs", "1", "--seeds", "3",
+             "--seeds_together", "2", "--device", "cpu", "--out", str(tmp_path), "--save_model", str(tmp_path / "m")])
+    report, out = json.loads((tmp_path / "glue.json").read_text()), capsys.readouterr().out
+    info = report["tasks"][task]
+    assert "2 seeds in a step" in out and report["settings"]["seeds_together"] == 2
+    assert len(report["results"][task]["per_seed"]) == len(info["final_loss"]) == len(info["train_s"]) == 3
+    assert info["train_s"][0] == info["train_s"][1] and len(set(info["final_loss"])) == 3  # a group's time, shared
+    kept = json.loads((tmp_path / "m" / "classifier.json").read_text(encoding="utf-8"))
+    assert kept["seed"] == report["results"][task]["predictions_seed"]
+    fg.main([str(ckpt), "--glue_dir", str(glue), "--tasks", task, "--epochs", "1", "--seeds", "2",
+             "--seeds_together", "0", "--device", "cpu", "--out", str(tmp_path / "auto")])
+    assert "1 seed in a step" in capsys.readouterr().out
 
 @pytest.mark.parametrize("task", list(tasks.GLUE))
 def test_each_task_runs_end_to_end_and_writes_table_json_and_predictions(task, ckpt, glue, tmp_path):
@@ -329,14 +348,61 @@ def test_fine_tuning_batches_examples_of_similar_length_each_once_an_epoch_the_s
     forward = model.forward  # what each step's batch holds: its examples' lengths, and the padded width
     model.forward = lambda ids, pad_mask: (seen.append(pad_mask.sum(1).tolist()), widths.append(ids.shape[1]),
                                            forward(ids, pad_mask))[-1]
-    fg.finetune(model, [[2] + [5] * (n - 2) + [3] for n in lengths], np.arange(200) % 2,
-                argparse.Namespace(**{**fg.TINY, "epochs": 2, "batch_size": 8}, pad_id=0), 0, torch.device("cpu"), "")
+    fg.finetune([model], [[2] + [5] * (n - 2) + [3] for n in lengths], np.arange(200) % 2,
+                argparse.Namespace(**{**fg.TINY, "epochs": 2, "batch_size": 8}, pad_id=0), [0], torch.device("cpu"), "")
     assert widths == [max(b) for b in seen]  # on the CPU a batch is padded to its longest, no further
     assert sum(len(b) * max(b) for b in seen) / sum(map(sum, seen)) < 1.1
     assert len(seen) == 2 * 25 and sorted(n for b in seen for n in b) == sorted(2 * lengths)  # each example, each epoch
     batches = lambda seed: [b.tolist() for b in fg.length_grouped(lengths, 8, torch.Generator().manual_seed(seed))]
     assert batches(0) == batches(0) != batches(1) and [[lengths[i] for i in b] for b in batches(0)] == seen[:25]
 
+
+
+def seeds_alone_and_as_one(device, n_rows=100, batch_size=8):
+    """Two seeds fine-tuned one after the other, and the same two trained as one model (hardware.together): their
+    final losses and weights. Dropout 0: the only draws are each seed's batch order, the same both ways."""
+    rng = np.random.default_rng(0)
+    seqs = [[2] + rng.integers(5, 50, size=rng.integers(3, 30)).tolist() + [3] for _ in range(n_rows)]
+    labels, seeds = np.array([int(7 in s) for s in seqs]), [0, 1]
+    args = argparse.Namespace(**{**fg.TINY, "epochs": 2, "batch_size": batch_size}, pad_id=0)
+
+    def model(seed):
+        torch.manual_seed(seed)
+        return classifier.GlueModel(CrammedBERT(Config(n_layer=2, n_embd=32, n_head=2, ffn_hidden=64), 50, 64), 32, 2,
+                                    16, 0.0, "mean", 3, False)
+    alone, as_one = [model(s) for s in seeds], [model(s) for s in seeds]
+    weights = lambda models: [{k: v.detach().cpu() for k, v in m.state_dict().items()} for m in models]  # noqa: E731
+    init = weights(alone)
+    losses = [fg.finetune([m], seqs, labels, args, [s], device, "")[0] for m, s in zip(alone, seeds)]
+    return init, (losses, weights(alone)), (fg.finetune(as_one, seqs, labels, args, seeds, device, ""), weights(as_one))
+
+
+def test_a_task_s_seeds_trained_as_one_model_learn_what_each_learns_alone():
+    """--seeds_together: each seed its own weights, batch order and loss, in one step of stacked kernels; 100 rows in
+    batches of 8, so an epoch's last batch of 4 is filled up to 8 with rows that count 0."""
+    _, (losses, alone), (losses_as_one, as_one) = seeds_alone_and_as_one(torch.device("cpu"))
+    assert losses_as_one == pytest.approx(losses, rel=1e-4) and losses[0] != pytest.approx(losses[1], rel=1e-3)
+    for a, b in zip(alone, as_one):
+        assert all(torch.allclose(a[k], b[k], atol=1e-4) for k in a)
+    assert not torch.allclose(alone[0]["head.3.weight"], alone[1]["head.3.weight"])  # two seeds, two models
+
+
+@pytest.mark.parametrize("regression", [False, True])
+def test_the_rows_that_fill_up_an_epoch_s_short_last_batch_count_nothing(regression):
+    """A batch of 4 filled up to 8 (weight 0 on the copies) steps the model as the batch of 4 alone does."""
+    args, cpu, after = argparse.Namespace(**fg.TINY), torch.device("cpu"), []
+    ids, y = torch.randint(5, 50, (1, 8, 12)), torch.rand(1, 8) if regression else torch.randint(0, 2, (1, 8))
+    for rows, weight in ((slice(0, 4), torch.ones(1, 4)), (slice(0, 8), torch.tensor([[1.0] * 4 + [0.0] * 4]))):
+        torch.manual_seed(0)
+        model = classifier.GlueModel(CrammedBERT(Config(n_layer=1, n_embd=16, n_head=2, ffn_hidden=32), 50, 16), 16,
+                                     1 if regression else 2, 8, 0.0, "cls", 3, False)
+        params, forward, _ = hardware.together([model], cpu)
+        step = fg.training_step(forward, params, args, cpu)[0]
+        loss = step(ids[:, rows], torch.ones_like(ids[:, rows], dtype=torch.bool), y[:, rows], weight)
+        after.append((loss, [p.detach().clone() for p in params]))
+    (loss4, params4), (loss8, params8) = after
+    assert loss8 == pytest.approx(loss4, rel=1e-5)
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(params4, params8))
 
 @pytest.mark.parametrize("pool", ["cls", "mean"])
 def test_more_padding_does_not_change_what_the_model_computes_so_a_gpu_may_pad_to_a_few_shapes(pool):

@@ -239,7 +239,7 @@ def test_fine_tuning_and_prediction_run_on_mps_sts_b_scores_included(monkeypatch
     scores = np.array([0.5, 1.25, 2.0, 3.5, 4.0, 4.75])  # float64, as read_tsv and the hub give them
     args = types.SimpleNamespace(epochs=1, batch_size=3, lr=1e-3, beta1=0.9, beta2=0.98, adam_eps=1e-6,
                                  weight_decay=0.0, warmup=0.1, pad_id=0, eval_batch_size=4)
-    loss = finetune_glue.finetune(model, ids, scores, args, 0, MPS, "stsb")
+    (loss,) = finetune_glue.finetune([model], ids, scores, args, [0], MPS, "stsb")
     preds = finetune_glue.decide(finetune_glue.predict(model, ids, args, MPS))
     assert np.isfinite(loss) and preds.shape == (6,) and np.isfinite(preds).all()
 

@@ -357,7 +357,7 @@ def test_bench_times_an_accumulated_step_and_rejects_a_bad_accum(capsys):
         bench.main(["--preset", "tiny", "--accum", "0", "--device", "cpu"])
 
 
-def test_bench_times_fine_tuning_steps_of_runs_side_by_side_with_the_real_training_step(capsys, monkeypatch):
+def test_bench_times_fine_tuning_steps_of_seeds_as_one_model_with_the_real_training_step(capsys, monkeypatch):
     import bench
     import finetune_glue
     made = []
@@ -366,10 +366,11 @@ def test_bench_times_fine_tuning_steps_of_runs_side_by_side_with_the_real_traini
     paces = bench.main(["--preset", "tiny", "--vocab_size", "512", "--seq_len", "16", "--steps", "1", "--warmup", "1",
                         "--device", "cpu", "--finetune", "1,2"])
     out = capsys.readouterr().out.splitlines()
-    assert set(paces) == {1, 2} and min(paces.values()) > 0 and len(made) == 3  # a step for each run: 1, then 2
-    assert out[1].startswith("1 run: ") and out[2].startswith("2 runs side by side: ") and "protocol" in out[2]
-    assert all(m.training and m.head[2].p == 0.1 for m, _, _ in made)  # the paper's recipe: dropout 0.1, training
-    with pytest.raises(SystemExit, match="--finetune 'x': give run counts"):
+    assert set(paces) == {1, 2} and min(paces.values()) > 0 and len(made) == 2  # a step for 1 seed, one for 2
+    assert out[1].startswith("1 seed: ") and out[2].startswith("2 seeds as one model: ") and "protocol" in out[2]
+    assert [len(params) for _, params, _, _ in made][1] == len(made[0][1])  # 2 seeds: each weight stacked, (2, ...)
+    assert made[0][2].dropout == 0.1 and made[0][2].batch_size == 16  # the paper's recipe
+    with pytest.raises(SystemExit, match="--finetune 'x': give seed counts"):
         bench.main(["--preset", "tiny", "--finetune", "x", "--device", "cpu"])
 
 
@@ -378,9 +379,9 @@ def test_the_gpu_check_reads_its_numbers_from_what_bench_and_fine_tuning_print(c
     import bench
     import gpu_check
     args = ap.Namespace(preset="tiny", micro_batch=4, minutes=1, workers=1, official=None, glue_dir=None, skip="")
-    pattern = {name: found for name, _, _, found in gpu_check.steps(args, tmp_path)}["finetune_runs"]
+    pattern = {name: found for name, _, _, found in gpu_check.steps(args, tmp_path)}["finetune_seeds"]
     bench.main(["--preset", "tiny", "--vocab_size", "512", "--seq_len", "16", "--steps", "1", "--warmup", "1",
-                "--device", "cpu", "--finetune", "1,2,4"])
+                "--device", "cpu", "--finetune", "1,5"])
     found = re.search(pattern, capsys.readouterr().out, re.S)
     assert found and found.group(3).endswith("x") and found.group(4).endswith(" h")
 
