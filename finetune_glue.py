@@ -57,7 +57,8 @@ TINY = {**PAPER, "lr": 1e-3, "batch_size": 32, "epochs": 10, "pool": "mean", "se
 RECIPES = {"paper": PAPER, "tiny": TINY}
 # what a flag's value must be (one-line errors, not a crash or a quietly different run): (flags, test, in words)
 RULES = [("seeds epochs batch_size eval_batch_size head_hidden", lambda x: x >= 1, ">= 1"),
-         ("max_train adam_eps weight_decay seeds_together", lambda x: x >= 0, ">= 0"), ("warmup", lambda x: 0 <= x <= 1, "in [0, 1]"),
+         ("max_train adam_eps weight_decay seeds_together", lambda x: x >= 0, ">= 0"),
+         ("warmup", lambda x: 0 <= x <= 1, "in [0, 1]"),
          ("lr", lambda x: 0 < x < math.inf, "> 0 and finite"), ("pool", lambda x: x in ("cls", "mean"), "cls or mean"),
          ("beta1 beta2 dropout", lambda x: 0 <= x < 1, "in [0, 1)")]
 
@@ -291,17 +292,19 @@ def run(args):
     steps = sum(math.ceil(len(train.a) / args.batch_size) for _, train, _ in data.values()) * args.epochs * \
         rounds * len(inits)
     protocol = PROTOCOL_STEPS // 5 * math.ceil(5 / args.seeds_together)  # its 5 seeds, seeds_together at once
-    print(f"this run: {steps:,} steps of {args.batch_size} examples ({count(args.seeds, 'seed')} x {args.epochs} "
-          f"epochs{' x 2 inits' * args.vs_random}, {count(args.seeds_together, 'seed')} in a step); on {device}" +
+    print(f"this run: {steps:,} steps ({count(args.seeds, 'seed')} x {args.epochs} epochs"
+          f"{' x 2 inits' * args.vs_random} in batches of {args.batch_size}, {count(args.seeds_together, 'seed')} in "
+          f"a step); on {device}" +
           " each step a CUDA graph" * use_cuda_graphs(device))
     paced = {}
 
     def pace(step_s):  # the first run that times 200 steps: this run's time, and the paper's protocol's, projected
         if not paced:
             paced.update(step_s=step_s, projected_s=steps * step_s, protocol_h=protocol * step_s / 3600)
-            print(f"pace: {1e3 * step_s:.2f} ms a step ({args.seeds_together} x batch {args.batch_size}, this task's "
-                  f"lengths): this run's {steps:,} steps ~ {steps * step_s / 60:.1f} min; the paper's GLUE protocol "
-                  f"(8 tasks x 5 epochs x 5 seeds, {PROTOCOL_STEPS:,} batches of 16, {protocol:,} steps) ~ "
+            print(f"pace: {1e3 * step_s:.2f} ms a step ({count(args.seeds_together, 'seed')} x {args.batch_size} "
+                  f"examples, this task's lengths): this run's {steps:,} steps ~ {steps * step_s / 60:.1f} min; the "
+                  f"paper's GLUE protocol (8 tasks x 5 epochs x 5 seeds, {PROTOCOL_STEPS:,} batches of 16"
+                  + (f", {protocol:,} steps" if protocol != PROTOCOL_STEPS else "") + f") ~ "
                   f"{protocol * step_s / 3600:.1f} h at this pace (arithmetic: its tasks' lengths differ)")
     report = {init: {"table": {}, "baseline": {}, "results": {}, "tasks": {}, "draws": {}} for init in inits}
     outputs = {}
