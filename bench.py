@@ -247,7 +247,8 @@ def main(argv=None):
     p.add_argument("--memory", action="store_true", help="print the memory arithmetic of DDP and --shard, and stop")
     p.add_argument("--profile", action="store_true", help="also profile our step: its time by kernel and by kind")
     p.add_argument("--finetune", default="", help="instead: fine-tuning steps of 1 or more seeds as one model, "
-                   "e.g. 1,5 (batch 16 of --seq_len tokens each, as finetune_glue.py trains a task's seeds), and stop")
+                   "e.g. 1,5 (batch 16 of --seq_len tokens each, as finetune_glue.py trains a task's seeds; "
+                   "compiled only with --compile), and stop")
     args = p.parse_args(argv)
     if args.memory:
         return memory()

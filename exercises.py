@@ -574,7 +574,8 @@ def check_narrow(cram):
             want = model.final_norm(x)
             at = positions[..., None].expand(-1, -1, C)
             what = f"with local_bias {bias}"
-            close(model.encode(ids), want, f"encode(ids) vs the narrow blocks run by hand on every position, {what}",
+            close(model.encode(ids), want, f"encode(ids) vs the narrow blocks run by hand on every position, {what} "
+                  "(encode, exercise local_bias, hands x, the mask and positions to narrow_blocks, then final_norm)",
                   1e-4)
             close(model.encode(ids, positions=positions), want.gather(1, at),
                   f"encode(ids, positions=...) vs the same rows of the full computation, {what}", 1e-4)
@@ -832,7 +833,19 @@ def student(path, exercise):
 
 
 def verdict(name, path):
-    """(passed, message) of exercise `name`'s check on the student's file `path`."""
+    """(passed, message) of exercise `name`'s check on the student's file `path`. In a student copy a FAIL also names
+    the exercises it runs (`needs`) that fail their own checks: a slip there can be what fails this one."""
+    passed, message = judged(name, path)
+    if not passed and not reference_here():
+        broken = [n for n in EXERCISES[name].needs if n not in message and not judged(n, path)[0]]
+        if broken:
+            message += (f" (exercise {', '.join(broken)} fails its own check too, and this check runs its code: "
+                        "fix it first)")
+    return passed, message
+
+
+def judged(name, path):
+    """verdict's check of exercise `name` alone."""
     module = student(path, name)
     try:
         CHECKS[name](module)

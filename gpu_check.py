@@ -1,4 +1,4 @@
-"""The GPU check: everything a GPU changes, in one command of a few minutes on one GPU (6 on an H200), and one page.
+"""The GPU check: everything a GPU changes, in one command of a few minutes on one GPU, and one page.
 
     python gpu_check.py                          # the suite, bench, pretraining + resume, fine-tuning, the tools
     python gpu_check.py --minutes 1 --skip tests # shorter: one minute of pretraining, no suite

@@ -124,10 +124,11 @@ def use_cuda_graphs(device):
 
 def seeds_at_once(device, seeds, n_params):
     """finetune_glue.py --seeds_together 0: how many of a task's seeds train as one model (together). Where the step
-    is a CUDA graph, its time is its kernels' count, not their arithmetic (batch 16: 4.9-6.7 ms a step, H200, notes
-    2026-11-26), so all the seeds that fit in half the GPU's memory, at 16 bytes a parameter (fp32 weights,
-    gradients, AdamW's two moments). Elsewhere 1, one seed after another: a CPU's step is its arithmetic (3 seeds
-    together: 5-13% slower, notes), and in fp16 one GradScaler would skip every seed's step when one overflows."""
+    is a CUDA graph, its time is its kernels' count more than their arithmetic (batch 16: 4.9-6.7 ms a step, H200,
+    notes 2026-11-26; what 5 as one cost there is not yet measured), so all the seeds that fit in half the GPU's
+    memory, at 16 bytes a parameter (fp32 weights, gradients, AdamW's two moments). Elsewhere 1, one seed after
+    another: a CPU's step is its arithmetic (3 seeds together: 5-13% slower, notes), and in fp16 one GradScaler would
+    skip every seed's step when one overflows."""
     if not use_cuda_graphs(device):
         return 1
     half = torch.cuda.get_device_properties(device).total_memory / 2

@@ -221,6 +221,21 @@ def test_in_a_student_copy_a_check_needs_only_the_exercises_it_names(name, tmp_p
     assert exercises.in_order(ALL).index(name) > max([exercises.in_order(ALL).index(n) for n in needs], default=-1)
 
 
+
+def test_in_a_student_copy_a_fail_names_the_exercise_it_runs_that_fails_its_own_check(tmp_path, monkeypatch):
+    """narrow's check runs Attention.attend (exercise attention): with attend's slip (the mask dropped), narrow's
+    FAIL says to fix attention first."""
+    monkeypatch.setattr(exercises, "STUDENT_COPY", tuple(ALL))
+    right = "y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask,"
+    assert REFERENCE.count(right) == 1
+    path = tmp_path / "cram.py"
+    path.write_text(REFERENCE.replace(right, "y = F.scaled_dot_product_attention(q, k, v, attn_mask=None,"),
+                    encoding="utf-8")
+    passed, message = exercises.verdict("narrow", str(path))
+    assert not passed and message.endswith("(exercise attention fails its own check too, and this check runs its "
+                                           "code: fix it first)"), message
+    assert not exercises.verdict("attention", str(path))[0] and exercises.verdict("glu", str(path)) == (True, "")
+
 # ---------------------------------------------------------------------------------------------- grading
 
 LOOP = '    """Paper\'s one-cycle on budget fraction t: 0.25*peak at t=0, peak at t=0.75, 0 at t=1."""\n'
