@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from errors import CramError
 
@@ -127,7 +128,7 @@ def seeds_at_once(device, seeds, n_params):
     is a CUDA graph, its time is its kernels' count more than their arithmetic (batch 16: 4.9-6.7 ms a step, H200,
     notes 2026-11-26; what 5 as one cost there is not yet measured), so all the seeds that fit in half the GPU's
     memory, at 16 bytes a parameter (fp32 weights, gradients, AdamW's two moments). Elsewhere 1, one seed after
-    another: a CPU's step is its arithmetic (3 seeds together: 5-13% slower, notes), and in fp16 one GradScaler would
+    another: a CPU's step is its arithmetic (3 seeds together: 3-16% slower, notes), and in fp16 one GradScaler would
     skip every seed's step when one overflows."""
     if not use_cuda_graphs(device):
         return 1
@@ -152,10 +153,14 @@ def together(models, device):
     one = lambda p, b, ids, pad_mask: torch.func.functional_call(skeleton, (p, b), (ids, pad_mask))  # noqa: E731
     batched = torch.func.vmap(one, randomness="different")
 
+    def forward(ids, pad_mask):  # attention in its plain form (matmul, softmax): the fused kernels' vmap rules
+        with sdpa_kernel(SDPBackend.MATH):  # mishandled a mask with a vmap dimension (pytorch#161310, fixed 2026-07)
+            return batched(params, buffers, ids, pad_mask)
+
     def done():
         for i, model in enumerate(models):
             model.load_state_dict({k: v[i] for k, v in params.items()}, strict=False)  # the buffers never change
-    return list(params.values()), lambda ids, pad_mask: batched(params, buffers, ids, pad_mask), done
+    return list(params.values()), forward, done
 
 
 # Dense tensor-core peak FLOP/s in the precision amp_dtype picks (bf16; fp16 before Ampere), for MFU. The whole

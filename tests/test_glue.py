@@ -6,6 +6,7 @@ import re
 import shutil
 import subprocess
 import sys
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -386,6 +387,21 @@ def test_a_task_s_seeds_trained_as_one_model_learn_what_each_learns_alone():
         assert all(torch.allclose(a[k], b[k], atol=1e-4) for k in a)
     assert not torch.allclose(alone[0]["head.3.weight"], alone[1]["head.3.weight"])  # two seeds, two models
 
+
+
+def test_seeds_as_one_model_run_attention_in_plain_ops_that_vmap_batches_on_any_device():
+    """Fused attention kernels have no correct vmap rule for a mask with a vmap dimension on every torch (the CPU's
+    has none: torch loops over the seeds and warns; CUDA's mishandled it until 2026-07): together's forward runs
+    attention as matmul and softmax, whose rules are the plain ops', the same on a CPU and a GPU."""
+    models = [classifier.GlueModel(CrammedBERT(Config(n_layer=1, n_embd=16, n_head=2, ffn_hidden=32), 50, 16), 16, 2, 8,
+                                   0.1, "cls", 3, False) for _ in range(2)]
+    params, forward, _ = hardware.together(models, torch.device("cpu"))
+    ids, mask = torch.randint(5, 50, (2, 4, 12)), torch.rand(2, 4, 12) > 0.3
+    mask[..., 0] = True
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        forward(ids, mask).sum().backward()
+    assert not [w for w in caught if "batching rule" in str(w.message)] and all(p.grad is not None for p in params)
 
 @pytest.mark.parametrize("regression", [False, True])
 def test_the_rows_that_fill_up_an_epoch_s_short_last_batch_count_nothing(regression):
