@@ -63,6 +63,7 @@ RULES = [("seeds epochs batch_size eval_batch_size head_hidden", lambda x: x >= 
          ("lr", lambda x: 0 < x < math.inf, "> 0 and finite"), ("pool", lambda x: x in ("cls", "mean"), "cls or mean"),
          ("beta1 beta2 dropout", lambda x: 0 <= x < 1, "in [0, 1)")]
 
+SHUFFLE_SEED = 1_000_003  # length_grouped's order of batch widths: the same for every seed
 # The paper's protocol, for pace's projection: GLUE's train.tsv rows; its steps: batches of 16, 5 epochs, 5 seeds
 GLUE_TRAIN_ROWS = dict(cola=8551, sst2=67349, mrpc=3668, stsb=5749, qqp=363846, mnli=392702, qnli=104743, rte=2490)
 PROTOCOL_STEPS = sum(math.ceil(n / PAPER["batch_size"]) for n in GLUE_TRAIN_ROWS.values()) * PAPER["epochs"] * 5
@@ -81,15 +82,19 @@ def lr_at(step, total, peak, warmup=PAPER["warmup"]):
     return peak * 0.5 * (1 + math.cos(math.pi * (step - n_warm) / max(1, total - n_warm)))
 
 
-def length_grouped(lengths, batch_size, gen, window=100):
-    """One epoch's batches (index tensors): a random order, sorted by length within windows of `window` batches, then
-    the batches shuffled. A batch is padded to its longest member (collate): drawn at random, a short sentence sits
-    beside a long one (SST-2, batch 32: 3.03 tokens computed per real token; grouped 1.02; notes, 2026-11-25). The
-    idea of Hugging Face's group_by_length; the windows keep the order random at the scale of an epoch."""
+def length_grouped(lengths, batch_size, gen, shuffle, window=100):
+    """One epoch's batches (index tensors): a random order (gen), sorted by length within windows of `window` batches,
+    then the batches shuffled (shuffle: a generator of its own). A batch is padded to its longest member (collate):
+    drawn at random, a short sentence sits beside a long one (SST-2, batch 32: 3.03 tokens computed per real token;
+    grouped 1.02; notes, 2026-11-25). The idea of Hugging Face's group_by_length; the windows keep the order random at
+    the scale of an epoch. The batches are put in order of width before the shuffle, and every seed's shuffle draws
+    the same numbers (SHUFFLE_SEED): what a batch holds is the seed's, the order of widths is shared, so seeds trained
+    as one model take batches of similar widths in a step, which pads to the widest of them."""
     order, size = torch.randperm(len(lengths), generator=gen).tolist(), window * batch_size
     groups = [sorted(order[i:i + size], key=lambda j: lengths[j]) for i in range(0, len(order), size)]  # stable
-    batches = [torch.tensor(g[k:k + batch_size]) for g in groups for k in range(0, len(g), batch_size)]
-    return [batches[i] for i in torch.randperm(len(batches), generator=gen).tolist()]
+    batches = sorted((g[k:k + batch_size] for g in groups for k in range(0, len(g), batch_size)),
+                     key=lambda b: max(lengths[j] for j in b))  # by width (stable)
+    return [torch.tensor(batches[i]) for i in torch.randperm(len(batches), generator=shuffle).tolist()]
 
 
 def training_step(forward, params, args, device):
@@ -132,8 +137,9 @@ def finetune(models, ids, labels, args, seeds, device, desc, pace=None):
     lengths = torch.tensor([len(s) for s in ids])
 
     def order(seed):  # (steps, B): the example numbers of each step's batch, -1 past an epoch's short last batch
-        gen = torch.Generator().manual_seed(seed)
-        batches = [b for _ in range(args.epochs) for b in length_grouped(lengths.tolist(), args.batch_size, gen)]
+        gen, shuffle = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(SHUFFLE_SEED)
+        batches = [b for _ in range(args.epochs) for b in length_grouped(lengths.tolist(), args.batch_size, gen,
+                                                                          shuffle)]
         return nn.utils.rnn.pad_sequence(batches, batch_first=True, padding_value=-1)
     rows = torch.stack([order(seed) for seed in seeds], 1)                              # (steps, S, B)
     real = (rows >= 0).float()  # 1 on a batch's examples; the rest repeat the batch's first, counting 0
@@ -289,6 +295,9 @@ def run(args):
     inits = [False, True] if args.vs_random else [args.random_init]  # random init: the no-pretraining baseline
     args.seeds_together = min(args.seeds, args.seeds_together or seeds_at_once(
         device, args.seeds, sum(v.numel() for v in pretrained.state_dict().values())))
+    if args.seeds_together > 1 and amp_dtype(device) == torch.float16:
+        raise CramError(f"--seeds_together {args.seeds_together} needs bf16 (an Ampere GPU or newer): in fp16 one loss "
+                        "scale would skip every seed's step when one seed's gradients overflow: use 1")
     rounds = math.ceil(args.seeds / args.seeds_together)  # a step trains seeds_together seeds at once
     steps = sum(math.ceil(len(train.a) / args.batch_size) for _, train, _ in data.values()) * args.epochs * \
         rounds * len(inits)

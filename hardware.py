@@ -90,10 +90,13 @@ class Replay:
     tensor) and must not read a value back to the host (.item()). A shape's first step runs as it is, on a side stream
     (the warm-up a capture needs: the optimizer's state, the matmul library's); when the shape comes back, the step
     runs once more and is then recorded (recording runs nothing); from its third time on, the inputs are copied into
-    the graph's own tensors and the graph replays. Dropout draws new numbers at every replay."""
+    the graph's own tensors and the graph replays. Dropout draws new numbers at every replay. A replay returns the
+    same output tensor each time (read it before the next step). The graphs share one memory pool: each is a whole
+    step, nothing of one is alive while another replays, so a shape's activations and gradients are not kept twice."""
 
     def __init__(self, step):
         self.step, self.graphs, self.seen, self.side = step, {}, set(), torch.cuda.Stream()
+        self.pool = torch.cuda.graph_pool_handle()
 
     def __call__(self, *inputs):
         key = tuple((x.shape, x.dtype) for x in inputs)
@@ -109,7 +112,7 @@ class Replay:
         torch.cuda.current_stream().wait_stream(self.side)
         if key in self.seen:  # a shape that came back: record it (a shape seen only once never is)
             static, graph = [x.clone() for x in inputs], torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
+            with torch.cuda.graph(graph, pool=self.pool):
                 recorded = self.step(*static)
             self.graphs[key] = graph, static, recorded
         self.seen.add(key)
@@ -136,6 +139,20 @@ def seeds_at_once(device, seeds, n_params):
     return max(1, min(seeds, int(half // (16 * n_params))))
 
 
+@contextlib.contextmanager
+def plain_attention():
+    """SDPA as matmul and softmax (its MATH backend), in bf16 under autocast as the fused kernels compute: by default
+    the plain form casts bf16 to fp32 (a GPU's slow fp32 matmuls); the switch is global, so it is put back after."""
+    switch = getattr(torch.backends.cuda, "allow_fp16_bf16_reduction_math_sdp", None)  # torch >= 2.5
+    was = switch and torch.backends.cuda.fp16_bf16_reduction_math_sdp_allowed()
+    try:
+        switch and switch(True)
+        with sdpa_kernel(SDPBackend.MATH):
+            yield
+    finally:
+        switch and switch(was)
+
+
 def together(models, device):
     """S models of one architecture (a task's seeds) trained as one. stack_module_state turns them into one dict of
     (S, ...) tensors, and vmap runs the one-model forward on each slice 0..S-1, as a loop would, but in batched
@@ -154,7 +171,7 @@ def together(models, device):
     batched = torch.func.vmap(one, randomness="different")
 
     def forward(ids, pad_mask):  # attention in its plain form (matmul, softmax): the fused kernels' vmap rules
-        with sdpa_kernel(SDPBackend.MATH):  # mishandled a mask with a vmap dimension (pytorch#161310, fixed 2026-07)
+        with plain_attention():  # mishandled a mask with a vmap dimension (pytorch#161310, fixed 2026-07)
             return batched(params, buffers, ids, pad_mask)
 
     def done():

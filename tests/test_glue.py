@@ -101,6 +101,13 @@ def test_seeds_together_trains_a_task_s_seeds_in_groups_as_one_model_each_report
              "--seeds_together", "0", "--device", "cpu", "--out", str(tmp_path / "auto")])
     assert "1 seed in a step" in capsys.readouterr().out
 
+
+def test_seeds_together_is_refused_in_one_line_where_a_gpu_computes_in_fp16(ckpt, glue, tmp_path, monkeypatch):
+    monkeypatch.setattr(fg, "amp_dtype", lambda device: torch.float16)  # a T4's or a V100's precision
+    with pytest.raises(SystemExit, match="--seeds_together 2 needs bf16 .*: use 1"):
+        fg.main([str(ckpt), "--glue_dir", str(glue), "--tasks", "rte", "--seeds", "2", "--seeds_together", "2",
+                 "--device", "cpu", "--out", str(tmp_path)])
+
 @pytest.mark.parametrize("task", list(tasks.GLUE))
 def test_each_task_runs_end_to_end_and_writes_table_json_and_predictions(task, ckpt, glue, tmp_path):
     table = fg.main([str(ckpt), "--glue_dir", str(glue), "--tasks", task, "--epochs", "1", "--seeds", "2",
@@ -354,10 +361,26 @@ def test_fine_tuning_batches_examples_of_similar_length_each_once_an_epoch_the_s
     assert widths == [max(b) for b in seen]  # on the CPU a batch is padded to its longest, no further
     assert sum(len(b) * max(b) for b in seen) / sum(map(sum, seen)) < 1.1
     assert len(seen) == 2 * 25 and sorted(n for b in seen for n in b) == sorted(2 * lengths)  # each example, each epoch
-    batches = lambda seed: [b.tolist() for b in fg.length_grouped(lengths, 8, torch.Generator().manual_seed(seed))]
+    batches = lambda seed: [b.tolist() for b in fg.length_grouped(lengths, 8, torch.Generator().manual_seed(seed),
+                                                                  torch.Generator().manual_seed(fg.SHUFFLE_SEED))]
     assert batches(0) == batches(0) != batches(1) and [[lengths[i] for i in b] for b in batches(0)] == seen[:25]
 
 
+
+def test_seeds_trained_as_one_model_take_batches_of_similar_width_each_step():
+    """A step of seeds as one pads to the widest of its batches: each seed groups its own examples (gen), the seeds
+    share the batches' shuffle, so a step's batches have about the same width (independent shuffles: 1.6x the
+    tokens). Each seed still sees its own batches, each once an epoch."""
+    lengths = np.random.default_rng(0).integers(3, 129, size=2000).tolist()
+    width = lambda b: max(lengths[i] for i in b.tolist())  # noqa: E731
+    for shared in (True, False):
+        orders = [fg.length_grouped(lengths, 16, torch.Generator().manual_seed(s),
+                                    torch.Generator().manual_seed(7 if shared else 100 + s)) for s in range(5)]
+        w = np.array([[width(b) for b in o] for o in orders])                         # (seeds, steps)
+        ratio = w.max(0).sum() / w.mean(0).sum()
+        assert ratio < 1.02 if shared else ratio > 1.3, ratio
+    assert all(sorted(torch.cat(o).tolist()) == list(range(2000)) for o in orders)
+    assert [b.tolist() for b in orders[0]] != [b.tolist() for b in orders[1]]
 
 def seeds_alone_and_as_one(device, n_rows=100, batch_size=8):
     """Two seeds fine-tuned one after the other, and the same two trained as one model (hardware.together): their
@@ -388,6 +411,20 @@ def test_a_task_s_seeds_trained_as_one_model_learn_what_each_learns_alone():
     assert not torch.allclose(alone[0]["head.3.weight"], alone[1]["head.3.weight"])  # two seeds, two models
 
 
+
+def test_seeds_as_one_model_draw_their_own_dropout():
+    """Two copies of one model, the same seed's batches, dropout 0.1, as one model: they end apart (vmap's
+    randomness "different"; with "same" both would draw one mask and stay equal)."""
+    rng = np.random.default_rng(0)
+    seqs = [[2] + rng.integers(5, 50, size=rng.integers(3, 20)).tolist() + [3] for _ in range(64)]
+    labels, models = np.array([int(7 in s) for s in seqs]), []
+    for _ in range(2):
+        torch.manual_seed(0)
+        models.append(classifier.GlueModel(CrammedBERT(Config(n_layer=1, n_embd=16, n_head=2, ffn_hidden=32,
+                                                              dropout=0.1), 50, 32), 16, 2, 8, 0.1, "cls", 3, False))
+    args = argparse.Namespace(**{**fg.TINY, "epochs": 1, "batch_size": 16}, pad_id=0)
+    losses = fg.finetune(models, seqs, labels, args, [0, 0], torch.device("cpu"), "")
+    assert losses[0] != losses[1] and not torch.equal(models[0].head[3].weight, models[1].head[3].weight)
 
 def test_seeds_as_one_model_run_attention_in_plain_ops_that_vmap_batches_on_any_device():
     """Fused attention kernels have no correct vmap rule for a mask with a vmap dimension on every torch (the CPU's
