@@ -63,7 +63,8 @@ def test_dropout_draws_new_numbers_at_every_replay():
     assert len(run.graphs) == 1 and not torch.equal(outs[2], outs[3]) and not torch.equal(outs[1], outs[2])
 
 
-def test_fine_tuning_on_cuda_replays_graphs_trains_seeds_as_one_learns_and_reports_its_pace(monkeypatch):
+@pytest.mark.parametrize("seeds", [1, 2])  # the default (one after another), and two seeds as one model
+def test_fine_tuning_on_cuda_replays_graphs_learns_and_reports_its_pace(seeds, monkeypatch):
     made = []
 
     class Counted(Replay):
@@ -74,13 +75,13 @@ def test_fine_tuning_on_cuda_replays_graphs_trains_seeds_as_one_learns_and_repor
     rng = np.random.default_rng(0)
     seqs = [[2] + rng.integers(5, 50, size=rng.integers(3, 60)).tolist() + [3] for _ in range(1600)]
     labels = np.array([int(7 in s) for s in seqs])  # does the word 7 occur: about half of them
-    models, paces = [tiny_classifier(0.1, "mean") for _ in range(2)], []  # two seeds, trained as one model
+    models, paces = [tiny_classifier(0.1, "mean") for _ in range(seeds)], []  # dropout 0.1, as fine-tuning has
     args = argparse.Namespace(**{**fg.TINY, "epochs": 6, "batch_size": 16}, pad_id=0)  # 600 steps
-    losses = fg.finetune(models, seqs, labels, args, [0, 1], GPU, "", paces.append)
+    losses = fg.finetune(models, seqs, labels, args, list(range(seeds)), GPU, "", paces.append)
     for model in models:
         accuracy = (classifier.decide(classifier.predict(model.to(GPU), seqs, args, GPU)) == labels).mean()
         assert accuracy > 0.8
-    assert len(losses) == 2 and losses[0] != losses[1] and len(paces) == 1 and 0 < paces[0] < 1
+    assert len(losses) == seeds == len(set(losses)) and len(paces) == 1 and 0 < paces[0] < 1
     assert made and 1 <= len(made[0].graphs) <= 2  # widths 32 and 64: a graph each
 
 
