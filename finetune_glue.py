@@ -38,7 +38,7 @@ from tqdm import tqdm
 
 from classifier import GlueModel, check_save_dir, collate, decide, encode, predict, save_classifier
 from cram import CramError, CrammedBERT, pick_device
-from hardware import Replay, amp_dtype, autocast, use_cuda_graphs, run_info, safe_console, seeds_at_once, together
+from hardware import Replay, amp_dtype, autocast, run_info, safe_console, seeds_at_once, together, use_cuda_graphs
 from official import load_pretrained  # a cram.py checkpoint or the paper's released folder
 from tasks import (GLUE, INTERVALS, average, baseline, compute_metrics, count, difference, file_task, glue_task,
                    intervals, load_task, markdown, one_row)
@@ -134,12 +134,11 @@ def finetune(models, ids, labels, args, seeds, device, desc, pace=None):
     An epoch's short last batch is filled up with copies of its first example that count 0: one batch size. With
     CUDA graphs a batch is padded to a multiple of 32 tokens: at most 4 shapes (each costs two plain steps), at most
     31 padded tokens. pace(seconds a step): once, at step 500, the time of steps 300-500."""
-    lengths = torch.tensor([len(s) for s in ids])
+    sizes = [len(s) for s in ids]
 
     def order(seed):  # (steps, B): the example numbers of each step's batch, -1 past an epoch's short last batch
         gen, shuffle = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(SHUFFLE_SEED)
-        batches = [b for _ in range(args.epochs) for b in length_grouped(lengths.tolist(), args.batch_size, gen,
-                                                                          shuffle)]
+        batches = [b for _ in range(args.epochs) for b in length_grouped(sizes, args.batch_size, gen, shuffle)]
         return nn.utils.rnn.pad_sequence(batches, batch_first=True, padding_value=-1)
     rows = torch.stack([order(seed) for seed in seeds], 1)                              # (steps, S, B)
     real = (rows >= 0).float()  # 1 on a batch's examples; the rest repeat the batch's first, counting 0
@@ -147,7 +146,7 @@ def finetune(models, ids, labels, args, seeds, device, desc, pace=None):
     params, forward, done = together(models, device)
     run_step, set_lr, graphs = training_step(forward, params, args, device)
     table, masks = collate(ids, args.pad_id, device)  # every row padded to the longest, (N, T), on the device once
-    widths = lengths[rows].amax((1, 2))  # each step's longest example, on a GPU rounded up to 32s (the docstring)
+    widths = torch.tensor(sizes)[rows].amax((1, 2))  # each step's longest example, on a GPU rounded up to 32s (the docstring)
     widths = (-(-widths // 32) * 32).clamp(max=table.shape[1]) if graphs else widths
     targets = torch.tensor(labels.tolist()).to(device)  # STS-B's scores in float32: MPS has no float64
     rows, real = rows.to(device), real.to(device)
@@ -304,8 +303,7 @@ def run(args):
     protocol = PROTOCOL_STEPS // 5 * math.ceil(5 / args.seeds_together)  # its 5 seeds, seeds_together at once
     print(f"this run: {steps:,} steps ({count(args.seeds, 'seed')} x {args.epochs} epochs"
           f"{' x 2 inits' * args.vs_random} in batches of {args.batch_size}, {count(args.seeds_together, 'seed')} in "
-          f"a step); on {device}" +
-          " each step a CUDA graph" * use_cuda_graphs(device))
+          f"a step); on {device}" + " each step a CUDA graph" * use_cuda_graphs(device))
     paced = {}
 
     def pace(step_s):  # the first run that times 200 steps: this run's time, and the paper's protocol's, projected

@@ -119,7 +119,6 @@ class Replay:
         return out
 
 
-
 def use_cuda_graphs(device):
     """Fine-tuning's step replayed as CUDA graphs (Replay): on a CUDA GPU in bf16; not in fp16 (T4, V100), whose
     GradScaler reads a value back to the host at every step."""
@@ -143,14 +142,17 @@ def seeds_at_once(device, seeds, n_params):
 def plain_attention():
     """SDPA as matmul and softmax (its MATH backend), in bf16 under autocast as the fused kernels compute: by default
     the plain form casts bf16 to fp32 (a GPU's slow fp32 matmuls); the switch is global, so it is put back after."""
-    switch = getattr(torch.backends.cuda, "allow_fp16_bf16_reduction_math_sdp", None)  # torch >= 2.5
-    was = switch and torch.backends.cuda.fp16_bf16_reduction_math_sdp_allowed()
+    cuda = torch.backends.cuda
+    switch = hasattr(cuda, "allow_fp16_bf16_reduction_math_sdp")  # torch >= 2.5; before it, no switch to turn
+    was = switch and cuda.fp16_bf16_reduction_math_sdp_allowed()
+    if switch:
+        cuda.allow_fp16_bf16_reduction_math_sdp(True)
     try:
-        switch and switch(True)
         with sdpa_kernel(SDPBackend.MATH):
             yield
     finally:
-        switch and switch(was)
+        if switch:
+            cuda.allow_fp16_bf16_reduction_math_sdp(was)
 
 
 def together(models, device):
