@@ -175,7 +175,7 @@ def finetune_runs(cfg, vocab, T, device, seeds, warmup, steps, compile_):
     (hardware.together, finetune_glue.training_step: the checkpoint's encoder and a fresh head, the paper's recipe:
     batch 16, dropout 0.1, AdamW; on a CUDA GPU a graph) on a batch of T-token pairs. Seconds a step, divided by
     `seeds`: the cost of one run's step. compile_: under torch.compile (finetune_glue.py does not compile: this
-    measures what it would buy)."""
+    measures what it would buy). Returns (seconds, the step on its batch: for profile)."""
     import finetune_glue
     from classifier import GlueModel
     args, models = argparse.Namespace(**finetune_glue.PAPER), []
@@ -188,7 +188,7 @@ def finetune_runs(cfg, vocab, T, device, seeds, warmup, steps, compile_):
     shape = (seeds, args.batch_size, T)
     batch = (torch.randint(5, vocab, shape, device=device), torch.ones(shape, dtype=torch.bool, device=device),
              torch.randint(0, 2, shape[:2], device=device), torch.ones(shape[:2], device=device))
-    return timed(lambda: step(*batch), warmup, steps, device) / seeds
+    return timed(lambda: step(*batch), warmup, steps, device) / seeds, lambda: step(*batch)
 
 
 def matmul(device, n=4096):
@@ -357,11 +357,13 @@ def finetune(cfg, args, device):
           f"{args.seq_len} tokens | {device} | compile {bool(args.compile)} | torch {torch.__version__}")
     paces = {}
     for seeds in counts:
-        paces[seeds] = finetune_runs(cfg, args.vocab_size, args.seq_len, device, seeds, args.warmup, args.steps,
-                                     bool(args.compile))
+        paces[seeds], step = finetune_runs(cfg, args.vocab_size, args.seq_len, device, seeds, args.warmup,
+                                           args.steps, bool(args.compile))
         print(f"{seeds} seed{'s as one model' if seeds > 1 else ''}: {1e3 * paces[seeds]:.2f} ms a step of one run "
               f"({paces[counts[0]] / paces[seeds]:.2f}x the first) | the paper's protocol ({protocol:,} steps of one "
               f"run) at this pace ~ {protocol * paces[seeds] / 3600:.1f} h")
+        if args.profile:  # the whole step of all `seeds`, not one run's share
+            profile(step, device)
         if device.type == "cuda":
             torch.cuda.empty_cache()
     return paces

@@ -18,7 +18,6 @@ import time
 
 import numpy as np
 import torch
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from errors import CramError
 
@@ -127,10 +126,10 @@ def use_cuda_graphs(device):
 
 def seeds_at_once(device, seeds, n_params):
     """finetune_glue.py --seeds_together 0: how many of a task's seeds train as one model (together). Where the step
-    is a CUDA graph, its time is its kernels' count more than their arithmetic (batch 16: 4.9-6.7 ms a step, H200,
-    notes 2026-11-26; what 5 as one cost there is not yet measured), so all the seeds that fit in half the GPU's
-    memory, at 16 bytes a parameter (fp32 weights, gradients, AdamW's two moments). Elsewhere 1, one seed after
-    another: a CPU's step is its arithmetic (3 seeds together: 3-16% slower, notes), and in fp16 one GradScaler would
+    is a CUDA graph (batch 16: 4.9-6.9 ms, H200 and H100), all the seeds that fit in half the GPU's memory at 16 bytes
+    a parameter (fp32 weights, gradients, AdamW's two moments): the step was thought to be its kernels' count, but 5
+    as one took 4.8x one seed's step on an H100 (notes, 2026-11-26 13:27), so 0 is a choice, not the default.
+    Elsewhere 1: a CPU's step is its arithmetic (3 together: 3-16% slower, notes), and in fp16 one GradScaler would
     skip every seed's step when one overflows."""
     if not use_cuda_graphs(device):
         return 1
@@ -138,21 +137,29 @@ def seeds_at_once(device, seeds, n_params):
     return max(1, min(seeds, int(half // (16 * n_params))))
 
 
-@contextlib.contextmanager
-def plain_attention():
-    """SDPA as matmul and softmax (its MATH backend), in bf16 under autocast as the fused kernels compute: by default
-    the plain form casts bf16 to fp32 (a GPU's slow fp32 matmuls); the switch is global, so it is put back after."""
-    cuda = torch.backends.cuda
-    switch = hasattr(cuda, "allow_fp16_bf16_reduction_math_sdp")  # torch >= 2.5; before it, no switch to turn
-    was = switch and cuda.fp16_bf16_reduction_math_sdp_allowed()
-    if switch:
-        cuda.allow_fp16_bf16_reduction_math_sdp(True)
-    try:
-        with sdpa_kernel(SDPBackend.MATH):
-            yield
-    finally:
-        if switch:
-            cuda.allow_fp16_bf16_reduction_math_sdp(was)
+class PlainAttention(torch.overrides.TorchFunctionMode):
+    """Inside `with PlainAttention():`, F.scaled_dot_product_attention is computed as its definition reads: scores
+    q k^T / sqrt(D), the mask, softmax in fp32 (as the fused kernels accumulate), dropout, times v. Each is a plain op
+    with a plain vmap rule. SDPA's own forms fail under vmap: the fused kernels' rule mishandled a mask with a vmap
+    dimension (pytorch#161310, fixed 2026-07; the CPU's has none, torch loops and warns), and its MATH form's softmax
+    meets CUDA's autocast inside vmap and comes back fp32 where autograd recorded bf16 (backward then fails)."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func is not torch.nn.functional.scaled_dot_product_attention:
+            return func(*args, **(kwargs or {}))
+        return self.attention(*args, **(kwargs or {}))
+
+    @staticmethod
+    def attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+        if is_causal or enable_gqa:
+            raise NotImplementedError("PlainAttention computes SDPA with a mask, not is_causal or enable_gqa")
+        scores = (q @ k.transpose(-2, -1)).float() * (q.shape[-1] ** -0.5 if scale is None else scale)
+        if attn_mask is not None and attn_mask.dtype == torch.bool:  # False: not attended (a large negative, not
+            scores = scores.masked_fill(~attn_mask, torch.finfo(scores.dtype).min)  # -inf: no NaN in a masked row)
+        elif attn_mask is not None:
+            scores = scores + attn_mask                                             # an additive bias
+        weights = torch.nn.functional.dropout(scores.softmax(-1), dropout_p)
+        return weights.to(v.dtype) @ v
 
 
 def together(models, device):
@@ -172,8 +179,8 @@ def together(models, device):
     one = lambda p, b, ids, pad_mask: torch.func.functional_call(skeleton, (p, b), (ids, pad_mask))  # noqa: E731
     batched = torch.func.vmap(one, randomness="different")
 
-    def forward(ids, pad_mask):  # attention in its plain form (matmul, softmax): the fused kernels' vmap rules
-        with plain_attention():  # mishandled a mask with a vmap dimension (pytorch#161310, fixed 2026-07)
+    def forward(ids, pad_mask):  # attention in plain ops, whose vmap rules hold on every device (PlainAttention)
+        with PlainAttention():
             return batched(params, buffers, ids, pad_mask)
 
     def done():

@@ -440,6 +440,49 @@ def test_seeds_as_one_model_run_attention_in_plain_ops_that_vmap_batches_on_any_
         forward(ids, mask).sum().backward()
     assert not [w for w in caught if "batching rule" in str(w.message)] and all(p.grad is not None for p in params)
 
+def test_plain_attention_computes_what_sdpa_computes():
+    """hardware.PlainAttention: SDPA as its definition reads, with a padding mask (bool) or an additive bias."""
+    q, k, v = torch.randn(3, 2, 4, 7, 8).unbind()
+    keys = torch.rand(2, 1, 1, 7) > 0.3
+    keys[..., 0] = True
+    for mask in (None, keys, torch.randn(2, 4, 7, 7)):
+        with hardware.PlainAttention():
+            plain = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        assert torch.allclose(plain, F.scaled_dot_product_attention(q, k, v, attn_mask=mask), atol=1e-5)
+
+
+def test_seeds_as_one_model_step_backward_under_cuda_s_autocast_rules():
+    """CUDA's autocast computes softmax in fp32. Inside vmap it reached the softmax inside SDPA's MATH form too, whose
+    autograd node had recorded bf16: CUDA's softmax backward refused the fp32 gradient (H100, 2026-11-26: "expected
+    input and grad types to match"). Here the CPU's autocast is given CUDA's softmax rule, and a softmax backward
+    must get matching types, as CUDA's kernel requires."""
+    lib, seen = torch.library.Library("aten", "IMPL"), []
+
+    def softmax_in_fp32(x, dim, dtype=None):  # what CUDA's autocast does to softmax
+        with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastCPU)):
+            return torch.ops.aten.softmax.int(x, dim, torch.float32 if x.dtype == torch.bfloat16 else dtype)
+
+    class CudaRule(torch.utils._python_dispatch.TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func is torch.ops.aten._softmax_backward_data.default:
+                seen.append((args[0].dtype, args[3]))  # the gradient's type, the forward input's
+            return func(*args, **(kwargs or {}))
+    lib.impl("softmax.int", softmax_in_fp32, "AutocastCPU")
+    try:
+        models = [classifier.GlueModel(CrammedBERT(Config(n_layer=1, n_embd=16, n_head=2, ffn_hidden=32), 50, 16), 16,
+                                       2, 8, 0.1, "mean", 3, False) for _ in range(2)]
+        params, forward, _ = hardware.together(models, torch.device("cpu"))
+        ids, mask = torch.randint(5, 50, (2, 4, 12)), torch.rand(2, 4, 12) > 0.3
+        mask[..., 0] = True
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = forward(ids, mask).float().sum()
+        with CudaRule():
+            loss.backward()
+    finally:
+        lib._destroy()
+    assert seen and all(grad == forward_input for grad, forward_input in seen), seen
+
+
 @pytest.mark.parametrize("regression", [False, True])
 def test_the_rows_that_fill_up_an_epoch_s_short_last_batch_count_nothing(regression):
     """A batch of 4 filled up to 8 (weight 0 on the copies) steps the model as the batch of 4 alone does."""

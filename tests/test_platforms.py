@@ -26,14 +26,17 @@ MPS, CPU = torch.device("mps"), torch.device("cpu")
 
 
 def project_modules():
-    """Every .py file of the project outside tests/, new ones included (tracked or not yet, unless git ignores them)."""
+    """Every .py file of the project outside tests/, new ones included (tracked or not yet, unless git ignores them),
+    none in a hidden folder (.venv, a copy of another project beside ours that no .gitignore names)."""
     try:
         listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "--", "*.py"],
                                 cwd=ROOT, capture_output=True, encoding="utf-8", timeout=30, check=True).stdout
         paths = {ROOT / line for line in listed.splitlines()}
     except (OSError, subprocess.SubprocessError):  # not a git checkout: the scripts beside cram.py
         paths = set(ROOT.glob("*.py"))
-    return sorted(p for p in paths if p.exists() and p.relative_to(ROOT).parts[0] != "tests")
+    parts = lambda p: p.relative_to(ROOT).parts  # noqa: E731
+    return sorted(p for p in paths if p.exists() and parts(p)[0] != "tests" and not any(
+        d.startswith(".") for d in parts(p)[:-1]))
 
 
 # ---------------------------------------------------------------------------------------------- Windows: imports

@@ -374,6 +374,16 @@ def test_bench_times_fine_tuning_steps_of_seeds_as_one_model_with_the_real_train
         bench.main(["--preset", "tiny", "--finetune", "x", "--device", "cpu"])
 
 
+def test_bench_profiles_the_fine_tuning_step_of_each_seed_count(capsys):
+    import bench
+    bench.main(["--preset", "tiny", "--vocab_size", "512", "--seq_len", "16", "--steps", "1", "--warmup", "1",
+                "--device", "cpu", "--finetune", "1,2", "--profile"])
+    out = capsys.readouterr().out
+    lines = [line.split(":")[0] for line in out.splitlines() if not line.startswith(" ")]
+    assert lines[1:] == ["1 seed", "profile", "2 seeds as one model", "profile"], out
+    assert "aten::" in out  # the CPU's operators, by name
+
+
 def test_the_gpu_check_reads_its_numbers_from_what_bench_and_fine_tuning_print(capsys, tmp_path):
     import argparse as ap
     import bench
