@@ -1,6 +1,6 @@
 """Benchmark one training step (forward + backward + AdamW) of the crammed BERT on this machine.
 
-    python bench.py --preset paper --micro_batch 128             # GPU: tokens/s, TFLOP/s, MFU, peak memory
+    python bench.py --preset paper                               # GPU: tokens/s, TFLOP/s, MFU, peak memory
     python bench.py --preset paper --micro_batch 32 --rounds 3   # CPU: also the fp32 matmul ceiling, same run
     python bench.py --preset tiny --hf                           # + Hugging Face BertForMaskedLM, same shape
     python bench.py --preset paper --official ../cramming        # + the paper's own model (a clone of its repository)
@@ -229,7 +229,8 @@ def main(argv=None):
     hardware.safe_console()
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--preset", default="auto", help="cram.py preset whose model shape is timed")
-    p.add_argument("--micro_batch", type=int, default=None, help="sequences per step (default: the preset's)")
+    p.add_argument("--micro_batch", type=int, default=None, help="sequences per step (default: the preset's, "
+                   "the paper's 0: as many as the GPU allows, as cram.py picks)")
     p.add_argument("--vocab_size", type=int, default=32768)
     p.add_argument("--seq_len", type=int, default=128)
     p.add_argument("--device", default="auto")
@@ -272,6 +273,10 @@ def main(argv=None):
         raise SystemExit(f"bench.py: error: --narrow {args.narrow!r}: {e}")
     if args.finetune:
         return finetune(cfg, args, device)
+    if not cfg.micro_batch:  # the preset's 0: as many as the GPU allows, as cram.py picks (the model's size on "meta")
+        with torch.device("meta"):
+            model = cram.CrammedBERT(cfg, args.vocab_size, args.seq_len)
+        cfg.micro_batch = hardware.fit_micro_batch(device, model, cfg, args.seq_len)
     T, tokens = args.seq_len, args.accum * cfg.micro_batch * args.seq_len
     print(f"bench: preset {cfg.preset} | L{cfg.n_layer} d{cfg.n_embd} V{args.vocab_size} T{T} | micro-batch "
           f"{cfg.micro_batch} x {args.accum} | {device} | compile {compile_} | torch {torch.__version__} | "

@@ -39,7 +39,7 @@ import torch.nn.functional as F
 from errors import CramError, is_file_name  # a user's mistake: main() prints it in one line
 from hardware import amp_dtype, autocast, compile_by_default, device_peak_flops, pick_device, run_info
 from hardware import out_of_memory, safe_console, stop_on_signals  # out of memory or Ctrl+C: save, then stop
-from hardware import shard_model, start_processes  # several processes: read last
+from hardware import fit_micro_batch, shard_model, start_processes  # the GPU's micro-batch; several processes
 from prepare import load_split, unigram_entropy  # data/: packed uint16 sequences, and its baseline
 
 
@@ -77,7 +77,7 @@ class Config:
     weight_decay: float = arg(0.01, "not applied to LayerNorm parameters, biases and the position scale")
     grad_clip: float = arg(0.5, "global L2 norm")
     batch_size: int = arg(8192, "target sequences per optimizer step, reached at t = ramp_until")
-    micro_batch: int = arg(128, "sequences per forward/backward on one device")
+    micro_batch: int = arg(0, "sequences per forward/backward on a device; 0: as many as the GPU allows, off CUDA 128")
     ramp_until: float = arg(0.6, "fraction of the budget where the batch size reaches batch_size")
     budget_hours: float = arg(24.0, "wall-clock training budget (evaluation and checkpoints are not counted)")
     max_steps: int = arg(0, "> 0: progress t = step / max_steps instead of time (reproducible runs, tests)")
@@ -409,7 +409,7 @@ def check_config(cfg):
          "--dropout must be in [0, 1), --local_bias >= 0, finite and with >= 2 heads (the last one has none)"),
         (0 <= cfg.beta1 < 1 and 0 <= cfg.beta2 < 1 and cfg.adam_eps >= 0 and cfg.weight_decay >= 0,
          "--beta1 and --beta2 must be in [0, 1), --adam_eps and --weight_decay >= 0"),
-        (1 <= cfg.micro_batch <= cfg.batch_size, f"--micro_batch {cfg.micro_batch} must be in [1, --batch_size]"),
+        (0 <= cfg.micro_batch <= cfg.batch_size, f"--micro_batch {cfg.micro_batch} must be in [0, --batch_size]"),
         (0 <= cfg.ramp_until <= 1 and cfg.max_steps >= 0, "--ramp_until must be in [0, 1], --max_steps >= 0"),
         (cfg.eval_every > 0 and cfg.eval_seqs >= 1 and cfg.ckpt_every_min >= 0,
          "--eval_every must be > 0, --eval_seqs >= 1, --ckpt_every_min >= 0"),
@@ -559,6 +559,7 @@ def train(cfg):
 
     torch.manual_seed(cfg.seed)
     model = CrammedBERT(cfg, vocab_size, T).to(device)
+    cfg.micro_batch = cfg.micro_batch or fit_micro_batch(device, model, cfg, T, ranks.world)  # 0: what the GPU allows
     if cfg.shard:  # ZeRO-3, before the optimizer sees the weights
         shard_model(model, device, ranks.world, cfg.offload)
     optimizer = make_optimizer(model, cfg, device)
@@ -650,8 +651,7 @@ def main(argv=None):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Scaling out, read last: under torchrun a process per device, DDP or FSDP2 with --shard (ZeRO-3: 1/world of the
-# weights, gradients, Adam moments each; hardware.py's last section); a checkpoint is one whole file in every layout.
+# Scaling out, read last: torchrun's process a device, DDP, or FSDP2 with --shard (ZeRO-3: hardware.py's last section)
 
 def full_state(model, optimizer):
     """--shard: the state of all ranks, gathered by DCP (each rank calls this) to rank 0's CPU, as one device's."""

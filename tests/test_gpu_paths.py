@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import types
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -58,6 +59,32 @@ def test_a_task_s_seeds_train_as_one_model_where_steps_are_cuda_graphs_as_many_a
     assert hardware.seeds_at_once(torch.device("cuda", 0), 1, 119.6e6) == 1  # never more than the run's seeds
     assert hardware.seeds_at_once(torch.device("cpu"), 5, 1e6) == 1  # a CPU: one after another
     assert hardware.seeds_at_once(torch.device("mps"), 5, 1e6) == 1
+
+@pytest.mark.parametrize("gpu, memory, micro, long_rows", [
+    ("an 8 GB card", 8e9, 64, 16), ("an RTX 3060", 12e9, 128, 32), ("a T4", 16e9, 128, 32),
+    ("an A10G", 24e9, 256, 64), ("an A100 40GB", 40e9, 512, 128), ("an H100", 80e9, 512, 256)])
+def test_the_paper_s_micro_batch_is_as_many_sequences_as_the_gpu_allows(gpu, memory, micro, long_rows, monkeypatch):
+    """--micro_batch 0 (the paper's default): the largest power of two whose state and activations fill at most 70%
+    of the GPU (the paper model: 12.8 GiB at 256, 23.9 at 512, measured on an H100), 512 at most, as the paper ran
+    512 on an A6000; 128 off CUDA; never above the batch target shared by the GPUs."""
+    properties = types.SimpleNamespace(total_memory=memory)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device=None: properties)
+    cfg = cram.parse_config(["--preset", "paper"])
+    with torch.device("meta"):
+        model = cram.CrammedBERT(cfg, 32768, 128)  # 119.6 M parameters
+    cuda = torch.device("cuda", 0)
+    assert cfg.micro_batch == 0 and hardware.fit_micro_batch(cuda, model, cfg, 128) == micro, gpu
+    assert hardware.fit_micro_batch(cuda, model, cfg, 512) == long_rows  # rows of 512 tokens: 4x the activations
+    assert hardware.fit_micro_batch(cuda, model, replace(cfg, batch_size=256), 128, world=4) == min(micro, 64)
+    assert hardware.fit_micro_batch(torch.device("cpu"), model, cfg, 128) == 128
+    assert hardware.fit_micro_batch(torch.device("mps"), model, replace(cfg, batch_size=64), 128) == 64
+
+
+def test_cram_resolves_the_micro_batch_before_training_and_logs_what_it_picked(tmp_path):
+    loss = run_tiny(tmp_path, "--max_steps", "2", "--micro_batch", "0", "--batch_size", "32")
+    config = json.loads((tmp_path / "out" / "log.txt").read_text(encoding="utf-8").split("config: ")[1].split("\n")[0])
+    assert config["micro_batch"] == 32 and loss == loss  # a CPU: 128, capped by the batch target
+
 
 class SpyScaler(torch.amp.GradScaler):
     made = []
