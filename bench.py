@@ -276,7 +276,7 @@ def main(argv=None):
     if not cfg.micro_batch:  # the preset's 0: as many as the GPU allows, as cram.py picks (the model's size on "meta")
         with torch.device("meta"):
             model = cram.CrammedBERT(cfg, args.vocab_size, args.seq_len)
-        cfg.micro_batch = hardware.fit_micro_batch(device, model, cfg, args.seq_len)
+        cfg.micro_batch = hardware.fit_micro_batch(device, model, cfg, args.seq_len, compiled=compile_)
     T, tokens = args.seq_len, args.accum * cfg.micro_batch * args.seq_len
     print(f"bench: preset {cfg.preset} | L{cfg.n_layer} d{cfg.n_embd} V{args.vocab_size} T{T} | micro-batch "
           f"{cfg.micro_batch} x {args.accum} | {device} | compile {compile_} | torch {torch.__version__} | "

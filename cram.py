@@ -96,8 +96,7 @@ class Config:
 
 PRESETS = {
     "paper": {},  # the defaults above are the paper's recipe
-    # Learns in 5 minutes on 2 CPU cores (docs/notes.md): 2 x 128 reads ~5M tokens in small steps at a 10x hotter
-    # lr, 10x the weight decay (to fine-tune), word order from a fixed local attention bias (sin/cos scalar at 0).
+    # Learns in 5 minutes on 2 CPU cores (notes): ~5M tokens, small steps, 10x the lr and weight decay, local bias.
     "tiny": dict(n_layer=2, n_embd=128, n_head=4, ffn_hidden=512, pos_scale_init=0.0, local_bias=1.0,
                  micro_batch=16, batch_size=64, lr=1e-2, weight_decay=0.1, budget_hours=5 / 60, eval_every=0.25,
                  eval_seqs=512, ckpt_every_min=1.0),
@@ -559,7 +558,8 @@ def train(cfg):
 
     torch.manual_seed(cfg.seed)
     model = CrammedBERT(cfg, vocab_size, T).to(device)
-    cfg.micro_batch = cfg.micro_batch or fit_micro_batch(device, model, cfg, T, ranks.world)  # 0: what the GPU allows
+    compiling = cfg.compile == "true" or (cfg.compile == "auto" and compile_by_default(device))  # CUDA, not Windows
+    cfg.micro_batch = cfg.micro_batch or ranks.least(fit_micro_batch(device, model, cfg, T, ranks.world, compiling))
     if cfg.shard:  # ZeRO-3, before the optimizer sees the weights
         shard_model(model, device, ranks.world, cfg.offload)
     optimizer = make_optimizer(model, cfg, device)
@@ -573,7 +573,7 @@ def train(cfg):
     elif os.path.exists(ckpt_path):
         raise CramError(f"{ckpt_path} already exists: pass --resume to continue it, or choose another --out_dir")
     train_model = ranks.wrap(model, device)  # several processes without --shard: DDP; else the model itself
-    if cfg.compile == "true" or (cfg.compile == "auto" and compile_by_default(device)):  # CUDA, not on Windows
+    if compiling:
         train_model = torch.compile(train_model)  # static shapes: fixed micro-batch and fixed masked count
 
     baseline = unigram_entropy(train_data, val_data[: cfg.eval_seqs]) if ranks.master else math.nan
@@ -651,7 +651,7 @@ def main(argv=None):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Scaling out, read last: torchrun's process a device, DDP, or FSDP2 with --shard (ZeRO-3: hardware.py's last section)
+# Scaling out, read last: a process a device under torchrun; DDP, or FSDP2 with --shard (ZeRO-3; hardware.py's end).
 
 def full_state(model, optimizer):
     """--shard: the state of all ranks, gathered by DCP (each rank calls this) to rank 0's CPU, as one device's."""

@@ -10,8 +10,8 @@ One recipe for all tasks, named by the checkpoint's preset (PAPER, TINY below; f
 fresh head, cross-entropy (a regression such as STS-B: MSE), AdamW, warm-up then cosine decay, mixed precision on
 CUDA (hardware.py); dev metrics after the last epoch, median over seeds, beside those of no model at all (the
 majority class, or the training mean). On a CUDA GPU in bf16 a task's seeds can train together, as one model
-(--seeds_together 0, hardware.together); default 1: on an H100 five as one took 4.8x one seed's step, no gain
-(docs/gpu.md). What a
+(--seeds_together 0, hardware.together); default 1: on an H100 five as one took 4.8x one seed's step, 5% less
+a run (docs/gpu.md). What a
 task is (its columns, labels, metrics), how its files are read and the table: tasks.py; the model and the kept
 classifier: classifier.py.
 Each dev number carries its 95% interval over the dev rows (tasks.intervals), a small dev set says what one row is

@@ -30,7 +30,8 @@ ROOT = Path(__file__).resolve().parent
 def steps(args, out):
     """(name, limit in seconds, command, what to read from its output) for each step, in order."""
     py, run, data = sys.executable, out / "run", out / "data"
-    micro = ["--micro_batch", str(args.micro_batch)] if args.micro_batch else []  # else the preset's (paper: auto)
+    micro = ["--micro_batch", str(args.micro_batch)] if args.micro_batch else []  # else the preset's (paper: auto);
+    # bench's default 256: HF's BERT and the official model beside ours fit a 40 GB GPU, as docs/gpu.md's rows
     paper = ["--preset", args.preset, "--data_dir", str(data), *micro, "--out_dir", str(run), "--eval_every", "0.5"]
     hours = args.minutes / 60
     tune = ["--seeds", "1", "--out", str(out / "glue")]
@@ -38,7 +39,7 @@ def steps(args, out):
     plan = [
         ("tests", 300, [py, "-m", "pytest", "-q", *xdist, "-p", "no:cacheprovider", "tests"],
          r"(\d+ passed.*?) in ([\d.]+)s"),
-        ("bench", 150, [py, "bench.py", "--preset", args.preset, *micro, "--hf",
+        ("bench", 150, [py, "bench.py", "--preset", args.preset, *(micro or ["--micro_batch", "256"]), "--hf",
                         "--steps", "20", "--rounds", "2", "--profile",
                         *(["--official", args.official] if args.official else [])],
          r"ours: +([\d,]+ tokens/s).*?(MFU [\d.]+%)"),
@@ -86,8 +87,8 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="out/gpu_check", help="where the report and each step's output go")
     p.add_argument("--minutes", type=float, default=2.0, help="minutes of pretraining budget, a third after resume")
-    p.add_argument("--micro_batch", type=int, default=0, help="cram.py's and bench.py's micro-batch (default: the "
-                   "preset's; the paper's picks as many as the GPU allows)")
+    p.add_argument("--micro_batch", type=int, default=0, help="cram.py's and bench.py's micro-batch (default: cram.py "
+                   "the preset's, the paper's as many as the GPU allows; bench.py 256)")
     p.add_argument("--preset", default="paper", help="cram.py's preset (tiny: a dry run of the paths on a CPU)")
     p.add_argument("--workers", type=int, default=8, help="pytest-xdist workers for the suite")
     p.add_argument("--glue_dir", help="GLUE's TSV folder: also fine-tune RTE")

@@ -3,7 +3,8 @@
 Plain functions of what torch reports (device capability, device name), so tests can give them a T4's, an A100's
 or an H100's answers on a CPU (tests/test_gpu_paths.py), or a Mac's and a Windows laptop's (tests/test_platforms.py).
 cram.py, finetune_glue.py and bench.py share them; every script's main() calls safe_console() first. Fine-tuning's
-small steps on a GPU: Replay (a step as CUDA graphs) and together (a task's seeds trained as one model).
+small steps on a GPU: Replay (a step as CUDA graphs) and together (a task's seeds trained as one model, attention
+then in PlainAttention's form). fit_micro_batch: the paper's micro-batch from the GPU's memory.
 """
 import contextlib
 import copy
@@ -124,17 +125,19 @@ def use_cuda_graphs(device):
     return device.type == "cuda" and amp_dtype(device) == torch.bfloat16
 
 
-def fit_micro_batch(device, model, cfg, seq_len, world=1, most=512):
+def fit_micro_batch(device, model, cfg, seq_len, world=1, compiled=True, most=512):
     """--micro_batch 0 (the default): as many sequences as the GPU allows, as the paper runs (96 on a 2080 Ti, 512 on
     an A6000): the largest power of two up to `most` whose training state (16 bytes a parameter: weights, gradients,
-    two Adam moments) and activations (30 bytes x n_embd per token and layer: the paper model's measured peak, 12.8
-    GiB at 256 and 23.9 at 512 on an H100) fill at most 70% of its memory. At most 512: 5.3% faster than 256 there,
-    larger not yet measured. Off CUDA 128, the paper's default. Never more than the batch target over `world` GPUs."""
-    most = max(1, min(most, cfg.batch_size // world))
+    two Adam moments) and activations (30 bytes x n_embd per token and layer: the paper model compiled, 12.8 GiB at
+    256 and 23.9 at 512 on an H100; uncompiled twice that, a margin, not measured) fill at most 70% of the GPU's
+    memory, or what is free of it. At most 512: 5.3% faster than 256 there, larger not yet measured; at most an
+    eighth of the batch target over `world` GPUs, so the batch still ramps. Off CUDA 128, the paper's default."""
+    most = max(1, min(most, cfg.batch_size // (8 * world)))
     if device.type != "cuda":
         return min(128, most)
-    room = 0.7 * torch.cuda.get_device_properties(device).total_memory - 16 * sum(p.numel() for p in model.parameters())
-    per_sequence = 30 * cfg.n_embd * seq_len * cfg.n_layer
+    free, total = torch.cuda.mem_get_info(device)
+    room = min(0.7 * total, free) - 16 * sum(p.numel() for p in model.parameters())
+    per_sequence = (30 if compiled else 60) * cfg.n_embd * seq_len * cfg.n_layer
     return max([2 ** k for k in range(most.bit_length()) if 2 ** k * per_sequence <= room], default=1)
 
 
@@ -153,8 +156,8 @@ def seeds_at_once(device, seeds, n_params):
 
 class PlainAttention(torch.overrides.TorchFunctionMode):
     """Inside `with PlainAttention():`, F.scaled_dot_product_attention is computed as its definition reads: scores
-    q k^T / sqrt(D), the mask, softmax in fp32 (as the fused kernels accumulate), dropout, times v. Each is a plain op
-    with a plain vmap rule. SDPA's own forms fail under vmap: the fused kernels' rule mishandled a mask with a vmap
+    q k^T / sqrt(D) and their softmax in fp32 (as the fused kernels accumulate), the mask, dropout, times v: plain ops
+    with plain vmap rules. SDPA's own forms fail under vmap: the fused kernels' rule mishandled a mask with a vmap
     dimension (pytorch#161310, fixed 2026-07; the CPU's has none, torch loops and warns), and its MATH form's softmax
     meets CUDA's autocast inside vmap and comes back fp32 where autograd recorded bf16 (backward then fails)."""
 
@@ -167,9 +170,10 @@ class PlainAttention(torch.overrides.TorchFunctionMode):
     def attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
         if is_causal or enable_gqa:
             raise NotImplementedError("PlainAttention computes SDPA with a mask, not is_causal or enable_gqa")
-        scores = (q @ k.transpose(-2, -1)).float() * (q.shape[-1] ** -0.5 if scale is None else scale)
-        if attn_mask is not None and attn_mask.dtype == torch.bool:  # False: not attended (a large negative, not
-            scores = scores.masked_fill(~attn_mask, torch.finfo(scores.dtype).min)  # -inf: no NaN in a masked row)
+        with torch.autocast(q.device.type, enabled=False):  # scores in fp32, as the fused kernels accumulate them
+            scores = (q.float() @ k.float().transpose(-2, -1)) * (q.shape[-1] ** -0.5 if scale is None else scale)
+        if attn_mask is not None and attn_mask.dtype == torch.bool:  # False: not attended. A large negative, not
+            scores = scores.masked_fill(~attn_mask, torch.finfo(scores.dtype).min)  # -inf: finite if all are masked
         elif attn_mask is not None:
             scores = scores + attn_mask                                             # an additive bias
         weights = torch.nn.functional.dropout(scores.softmax(-1), dropout_p)
@@ -273,6 +277,13 @@ class Ranks:
             torch.distributed.all_reduce(loss)
             loss /= self.world
         return loss
+
+    def least(self, n):  # the smallest of every rank's n: a micro-batch that each GPU holds
+        if self.world == 1:
+            return n
+        n = torch.tensor([n], device=self.device)
+        torch.distributed.all_reduce(n, op=torch.distributed.ReduceOp.MIN)
+        return int(n.item())
 
     def agree(self, train_time, stopping):  # the slowest rank's clock (lr, batch, evaluations, the end), any signal
         if self.world == 1:

@@ -184,8 +184,8 @@ def draw_model(plt, preset):
     enc.text(1.05, 7.9, "the same weights E", rotation=90, ha="right", va="center", fontsize=9.5, color="#555")
     enc.text(x, 13.35, "the encoder", ha="center", fontsize=12, weight="bold")
     enc.text(0.3, 1.6, f"{n['all'] / 1e6:.2f} M parameters: the embedding {n['embedding'] / 1e6:.2f} M, "
-             f"each block {n['block'] / 1e6:.2f} M.\nC = {cfg.n_embd} wide, {cfg.n_head} heads of "
-             f"D = {cfg.n_embd // cfg.n_head}; B = rows in a micro-batch ({cfg.micro_batch}).\n"
+             f"each block {n['block'] / 1e6:.2f} M.\nC = {cfg.n_embd} wide, {cfg.n_head} heads of D = "
+             f"{cfg.n_embd // cfg.n_head}; B = rows in a micro-batch ({cfg.micro_batch or 'all the GPU holds'}).\n"
              "No biases in the block's Linears; no dropout in pretraining.", fontsize=9.5, va="top")
     # one block, right
     x, C, F = 4.0, cfg.n_embd, cfg.ffn_hidden

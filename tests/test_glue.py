@@ -441,14 +441,24 @@ def test_seeds_as_one_model_run_attention_in_plain_ops_that_vmap_batches_on_any_
     assert not [w for w in caught if "batching rule" in str(w.message)] and all(p.grad is not None for p in params)
 
 def test_plain_attention_computes_what_sdpa_computes():
-    """hardware.PlainAttention: SDPA as its definition reads, with a padding mask (bool) or an additive bias."""
-    q, k, v = torch.randn(3, 2, 4, 7, 8).unbind()
+    """hardware.PlainAttention: SDPA as its definition reads, with a padding mask (bool) or an additive bias, a scale
+    of its own, fewer queries than keys (a narrow block), and in bf16 within bf16's rounding."""
+    torch.manual_seed(0)
+    q, k, v = torch.randn(2, 4, 3, 8), torch.randn(2, 4, 7, 8), torch.randn(2, 4, 7, 8)
     keys = torch.rand(2, 1, 1, 7) > 0.3
     keys[..., 0] = True
-    for mask in (None, keys, torch.randn(2, 4, 7, 7)):
+    for mask in (None, keys, torch.randn(2, 4, 3, 7)):
+        for kw in ({}, {"scale": 0.3}):
+            with hardware.PlainAttention():
+                plain = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, **kw)
+            assert torch.allclose(plain, F.scaled_dot_product_attention(q, k, v, attn_mask=mask, **kw), atol=1e-5)
+    exact = F.scaled_dot_product_attention(3 * q, 3 * k, v, attn_mask=keys)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
         with hardware.PlainAttention():
-            plain = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-        assert torch.allclose(plain, F.scaled_dot_product_attention(q, k, v, attn_mask=mask), atol=1e-5)
+            plain = F.scaled_dot_product_attention(3 * q.bfloat16(), 3 * k.bfloat16(), v.bfloat16(), attn_mask=keys)
+        fused = F.scaled_dot_product_attention(3 * q.bfloat16(), 3 * k.bfloat16(), v.bfloat16(), attn_mask=keys)
+    error = lambda y: (y.float() - exact).abs().max()  # noqa: E731
+    assert plain.dtype == torch.bfloat16 and error(plain) <= 1.5 * error(fused)  # scores in bf16: 3.5x
 
 
 def test_seeds_as_one_model_step_backward_under_cuda_s_autocast_rules():
