@@ -125,10 +125,10 @@ def main(argv=None):
         print(f"{name}: exit {code}, {seconds:.0f} s {number}", flush=True)
         if code != 0:
             print("\n".join(text.splitlines()[-15:]), flush=True)
-    report = "\n".join([f"# GPU check: {head}", "", "| step | command | seconds | exit | number |",
-                        "|---|---|---:|---|---|", *rows, "",
-                        f"Total {time.time() - start:.0f} s. Each step's output: {out}/<step>.txt."]) + "\n"
-    (out / "report.md").write_text(report, encoding="utf-8")
+        report = "\n".join([f"# GPU check: {head}", "", "| step | command | seconds | exit | number |",
+                            "|---|---|---:|---|---|", *rows, "",
+                            f"Total {time.time() - start:.0f} s. Each step's output: {out}/<step>.txt."]) + "\n"
+        (out / "report.md").write_text(report, encoding="utf-8")  # after every step: a check stopped early keeps it
     print("\n" + report)
     return 0 if all(code == 0 for code in codes) else 1
 

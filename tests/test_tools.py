@@ -384,6 +384,20 @@ def test_bench_profiles_the_fine_tuning_step_of_each_seed_count(capsys):
     assert "aten::" in out  # the CPU's operators, by name
 
 
+def test_the_gpu_check_writes_its_report_after_every_step_so_a_stopped_check_keeps_it(tmp_path, monkeypatch, capsys):
+    import gpu_check
+    report, py = tmp_path / "report.md", sys.executable
+    check = f"import pathlib, sys; sys.exit(0 if '| first |' in pathlib.Path({str(report)!r}).read_text() else 4)"
+    monkeypatch.setattr(gpu_check, "steps", lambda args, out: [
+        ("first", 60, [py, "-c", "print('pace: 5.1 ms a step')"], r"pace: ([\d.]+ ms)"),
+        ("second", 60, [py, "-c", check], None),  # runs while the report already holds the first step
+        ("third", 60, [py, "-c", "import sys; sys.exit(3)"], None)])
+    assert gpu_check.main(["--out", str(tmp_path)]) == 1  # a step failed: the check says so
+    rows = [line.split(" | ") for line in report.read_text(encoding="utf-8").splitlines() if line.startswith("| ")]
+    assert [(r[0], r[-2], r[-1]) for r in rows[1:]] == [("| first", "0", "5.1 ms |"), ("| second", "0", " |"),
+                                                     ("| third", "3", " |")]
+
+
 def test_the_gpu_check_reads_its_numbers_from_what_bench_and_fine_tuning_print(capsys, tmp_path):
     import argparse as ap
     import bench
