@@ -40,7 +40,7 @@ def steps(args, out):
         ("tests", 300, [py, "-m", "pytest", "-q", *xdist, "-p", "no:cacheprovider", "tests"],
          r"(\d+ passed.*?) in ([\d.]+)s"),
         ("bench", 150, [py, "bench.py", "--preset", args.preset, *(micro or ["--micro_batch", "256"]), "--hf",
-                        "--steps", "20", "--rounds", "2", "--profile",
+                        "--steps", "20", "--rounds", "1", "--profile",
                         *(["--official", args.official] if args.official else [])],
          r"ours: +([\d,]+ tokens/s).*?(MFU [\d.]+%)"),
         ("prepare", 120, [py, "prepare.py", "--out", str(data)], r"(\d[\d,]* sequences)"),
@@ -65,7 +65,7 @@ def steps(args, out):
     ]
     if args.glue_dir:
         plan.append(("glue_rte", 180, [py, "finetune_glue.py", str(run / "ckpt.pt"), "--glue_dir", args.glue_dir,
-                                       "--tasks", "rte", "--seeds", "5", "--seeds_together", "0", "--out",
+                                       "--tasks", "rte", "--seeds", "1", "--out",
                                        str(out / "glue")],
                      r"pace: (.*?ms a step.*?\)).*?(protocol.*? ~ [\d.]+ h)"))
     return [p for p in plan if p[0] not in args.skip.split(",")]
@@ -90,7 +90,8 @@ def main(argv=None):
     p.add_argument("--micro_batch", type=int, default=0, help="cram.py's and bench.py's micro-batch (default: cram.py "
                    "the preset's, the paper's as many as the GPU allows; bench.py 256)")
     p.add_argument("--preset", default="paper", help="cram.py's preset (tiny: a dry run of the paths on a CPU)")
-    p.add_argument("--workers", type=int, default=8, help="pytest-xdist workers for the suite")
+    p.add_argument("--workers", type=int, default=min(12, os.cpu_count() or 1), help="pytest-xdist workers for the "
+                   "suite (default: the cores, 12 at most)")
     p.add_argument("--glue_dir", help="GLUE's TSV folder: also fine-tune RTE")
     p.add_argument("--official", metavar="DIR", help="a clone of the paper's repository: bench times its model too")
     p.add_argument("--skip", default="", help="steps to leave out, comma-separated (e.g. tests,bench)")
