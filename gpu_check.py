@@ -65,6 +65,7 @@ def steps(args, out):
                                        "--tasks", "rte", "--seeds", "1", "--out",
                                        str(out / "glue")],
                      r"pace: (.*?ms a step.*?\)).*?(protocol.*? ~ [\d.]+ h)"))
+        plan.append(("glue_rte_compiled", 180, [*plan[-1][2], "--compile"], plan[-1][3]))  # an experiment, as below
     plan.append(("finetune_compiled", 240, [py, "bench.py", "--preset", args.preset, "--finetune", "1,5", "--seq_len",
                                             "64", "--steps", "50", "--warmup", "5", "--compile"],  # last: an experiment
                  r"1 seed: ([\d.]+ ms).*5 seeds as one model: ([\d.]+ ms).*?\(([\d.]+x) the first\).*? ~ ([\d.]+ h)"))

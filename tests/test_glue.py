@@ -412,6 +412,27 @@ def test_a_task_s_seeds_trained_as_one_model_learn_what_each_learns_alone():
 
 
 
+def test_compile_fine_tunes_as_the_plain_model_does_with_one_graph_for_all_seeds():
+    """--compile (an experiment for the GPU): torch.compile of the forward trains two seeds to the plain losses, and
+    the second seed's model reuses the first one's graph (no recompile a seed)."""
+    from torch._dynamo.utils import counters
+    rng = np.random.default_rng(0)
+    seqs = [[2] + rng.integers(5, 50, size=rng.integers(3, 20)).tolist() + [3] for _ in range(40)]
+    labels, losses = np.array([int(7 in s) for s in seqs]), {}
+    for compiled in (False, True):
+        args = argparse.Namespace(**{**fg.TINY, "epochs": 1, "batch_size": 8}, pad_id=0, compile=compiled)
+        torch._dynamo.reset()
+        counters.clear()
+        for seed in (0, 1):
+            torch.manual_seed(seed)
+            model = classifier.GlueModel(CrammedBERT(Config(n_layer=1, n_embd=16, n_head=2, ffn_hidden=32), 50, 32),
+                                         16, 2, 8, 0.0, "cls", 3, False)
+            losses[compiled, seed] = fg.finetune([model], seqs, labels, args, [seed], torch.device("cpu"), "")[0]
+        graphs = counters["stats"]["unique_graphs"]
+    assert [losses[True, s] for s in (0, 1)] == pytest.approx([losses[False, s] for s in (0, 1)], rel=1e-4)
+    assert 1 <= graphs <= 2  # a graph, maybe a second for widths (dynamic), not one a seed
+
+
 def test_seeds_as_one_model_draw_their_own_dropout():
     """Two copies of one model, the same seed's batches, dropout 0.1, as one model: they end apart (vmap's
     randomness "different"; with "same" both would draw one mask and stay equal)."""
