@@ -241,7 +241,7 @@ def parse_args(argv=None):
     p.add_argument("--vs_random", action="store_true", help="also from random weights: both rows, their difference")
     p.add_argument("--device", default="auto", help="auto (the default), cuda, cpu or mps")
     p.add_argument("--compile", action="store_true", help="torch.compile the model (an experiment, not yet measured "
-                   "here; bench.py --finetune 1 --compile: 5.50 vs 6.70 ms a step, H200)")
+                   "here; a probe of the graphed step: 5.50 vs 6.70 ms, H200)")
     p.add_argument("--seeds_together", type=int, default=1, help="a task's seeds trained as one model, in one step "
                    "(default 1: one after another; 0: on a CUDA GPU in bf16 all that fit in half its memory, else 1)")
     for name, value in PAPER.items():  # None: the checkpoint's recipe

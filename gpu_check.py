@@ -35,6 +35,8 @@ def steps(args, out):
     paper = ["--preset", args.preset, "--data_dir", str(data), *micro, "--out_dir", str(run), "--eval_every", "0.5"]
     hours = args.minutes / 60
     tune = ["--seeds", "1", "--out", str(out / "glue")]
+    seeds_pattern = (r"1 seed: ([\d.]+ ms).*5 seeds as one model: ([\d.]+ ms).*?\(([\d.]+x) the first\).*? "
+                     r"~ ([\d.]+ h)")  # what bench.py --finetune 1,5 prints
     xdist = ["-n", str(args.workers)] if importlib.util.find_spec("xdist") else []  # pytest-xdist, if installed
     plan = [
         ("tests", 300, [py, "-m", "pytest", "-q", *xdist, "-p", "no:cacheprovider", "tests"],
@@ -45,7 +47,7 @@ def steps(args, out):
          r"ours: +([\d,]+ tokens/s).*?(MFU [\d.]+%)"),
         ("finetune_seeds", 150, [py, "bench.py", "--preset", args.preset, "--finetune", "1,5", "--seq_len", "64",
                                  "--steps", "50", "--warmup", "5", "--profile"],
-         r"1 seed: ([\d.]+ ms).*5 seeds as one model: ([\d.]+ ms).*?\(([\d.]+x) the first\).*? ~ ([\d.]+ h)"),
+         seeds_pattern),
         ("prepare", 120, [py, "prepare.py", "--out", str(data)], r"(\d[\d,]* sequences)"),
         ("pretrain", 60 + 1.5 * 60 * args.minutes, [py, "cram.py", *paper, "--budget_hours", f"{hours * 2 / 3:.4f}"],
          None),
@@ -68,7 +70,7 @@ def steps(args, out):
         plan.append(("glue_rte_compiled", 180, [*plan[-1][2], "--compile"], plan[-1][3]))  # an experiment, as below
     plan.append(("finetune_compiled", 240, [py, "bench.py", "--preset", args.preset, "--finetune", "1,5", "--seq_len",
                                             "64", "--steps", "50", "--warmup", "5", "--compile"],  # last: an experiment
-                 r"1 seed: ([\d.]+ ms).*5 seeds as one model: ([\d.]+ ms).*?\(([\d.]+x) the first\).*? ~ ([\d.]+ h)"))
+                 seeds_pattern))
     return [p for p in plan if p[0] not in args.skip.split(",")]
 
 
