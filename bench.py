@@ -174,8 +174,8 @@ def finetune_runs(cfg, vocab, T, device, seeds, warmup, steps, compile_):
     """--finetune: the step of `seeds` fine-tuning runs trained as one model, as finetune_glue.py steps them
     (hardware.together, finetune_glue.training_step: the checkpoint's encoder and a fresh head, the paper's recipe:
     batch 16, dropout 0.1, AdamW; on a CUDA GPU a graph) on a batch of T-token pairs. Seconds a step, divided by
-    `seeds`: the cost of one run's step. compile_: under torch.compile (finetune_glue.py does not compile: this
-    measures what it would buy). Returns (seconds, the step on its batch: for profile)."""
+    `seeds`: the cost of one run's step. compile_: under torch.compile, as finetune_glue.py --compile (an experiment:
+    this measures what it buys). Returns (seconds, the step on its batch: for profile)."""
     import finetune_glue
     from classifier import GlueModel
     args, models = argparse.Namespace(**finetune_glue.PAPER), []

@@ -402,12 +402,25 @@ def test_the_gpu_check_reads_its_numbers_from_what_bench_and_fine_tuning_print(c
     import argparse as ap
     import bench
     import gpu_check
-    args = ap.Namespace(preset="tiny", micro_batch=4, minutes=1, workers=1, official=None, glue_dir=None, skip="")
+    args = ap.Namespace(preset="tiny", micro_batch=4, minutes=1, workers=1, official=None, glue_dir=None, skip="",
+                        experiments=False)
     pattern = {name: found for name, _, _, found in gpu_check.steps(args, tmp_path)}["finetune_seeds"]
     bench.main(["--preset", "tiny", "--vocab_size", "512", "--seq_len", "16", "--steps", "1", "--warmup", "1",
                 "--device", "cpu", "--finetune", "1,5"])
     found = re.search(pattern, capsys.readouterr().out, re.S)
     assert found and found.group(3).endswith("x") and found.group(4).endswith(" h")
+
+
+def test_the_gpu_check_runs_the_compiled_fine_tuning_experiments_only_when_asked(tmp_path):
+    import argparse as ap
+    import gpu_check
+    args = ap.Namespace(preset="paper", micro_batch=0, minutes=1.2, workers=8, official=None, glue_dir="GLUE",
+                        skip="tests", experiments=False)
+    names = [name for name, *_ in gpu_check.steps(args, tmp_path)]
+    assert names[0] == "bench" and names[-1] == "glue_rte" and not any("compiled" in n for n in names)
+    args.experiments = True
+    assert [name for name, *_ in gpu_check.steps(args, tmp_path)][-3:] == ["glue_rte", "glue_rte_compiled",
+                                                                          "finetune_compiled"]
 
 
 def test_bench_profile_prints_where_the_step_s_time_goes_by_kind_and_by_name(capsys):
