@@ -47,12 +47,13 @@ def timed(fn, warmup, steps, device):
 
 KINDS = {"matmul": ("gemm", "nvjet", "cutlass", "xmma", "addmm", "aten::mm", "aten::bmm", "linear"),
          "attention": ("flash", "fmha", "sdpa", "attention"), "optimizer": ("adam", "multi_tensor", "foreach"),
-         "fused by torch.compile (Triton)": ("triton",)}
+         "fused by torch.compile (Triton)": ("triton",), "copies and casts": ("copy", "memcpy", "memset", "fill", "clone", "catarray", "aten::cat")}
 
 
 def profile(fn, device, steps=3):
     """Where a step's time goes (torch.profiler): on a GPU its kernels' time, on a CPU its operators' own time, summed
-    by name and by kind (matmuls, attention, optimizer, compiled fusions, the rest). The first step of a change."""
+    by name and by kind (matmuls, attention, optimizer, compiled fusions, copies and casts, the rest), and how many a
+    step (a small step's kernels can cost more in number than in bytes). The first step of a change."""
     from torch.profiler import ProfilerActivity
     gpu = device.type == "cuda"
     with torch.profiler.profile(activities=[ProfilerActivity.CPU] + [ProfilerActivity.CUDA] * gpu) as prof:
@@ -62,14 +63,17 @@ def profile(fn, device, steps=3):
     if gpu:  # kernels; the optimizer's own range ("Optimizer.step#...") is a label over its kernels, not one
         times = [(e.name, e.time_range.elapsed_us()) for e in prof.events()
                  if e.device_type == torch.autograd.DeviceType.CUDA and "#" not in e.name]
+        count = len(times)
     else:
         times = [(e.key, e.self_cpu_time_total) for e in prof.key_averages()]
+        count = sum(e.count for e in prof.key_averages())
     by_name, by_kind = {}, {}
     for name, us in times:
         kind = next((k for k, words in KINDS.items() if any(w in name.lower() for w in words)), "other")
         by_name[name], by_kind[kind] = by_name.get(name, 0) + us / steps, by_kind.get(kind, 0) + us / steps
     total = sum(by_kind.values())
-    print(f"profile: {total / 1e3:.2f} ms of {'GPU kernels' if gpu else 'CPU operators'} a step, by kind: " +
+    print(f"profile: {total / 1e3:.2f} ms of {'GPU kernels' if gpu else 'CPU operators'} a step ({count / steps:,.0f} "
+          "of them), by kind: " +
           ", ".join(f"{k} {100 * v / total:.1f}%" for k, v in sorted(by_kind.items(), key=lambda kv: -kv[1])))
     for name, us in sorted(by_name.items(), key=lambda kv: -kv[1])[:12]:
         print(f"  {100 * us / total:5.1f}%  {us / 1e3:8.3f} ms  {name[:110]}")
