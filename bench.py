@@ -47,7 +47,8 @@ def timed(fn, warmup, steps, device):
 
 KINDS = {"matmul": ("gemm", "nvjet", "cutlass", "xmma", "addmm", "aten::mm", "aten::bmm", "linear"),
          "attention": ("flash", "fmha", "sdpa", "attention"), "optimizer": ("adam", "multi_tensor", "foreach"),
-         "fused by torch.compile (Triton)": ("triton",), "copies and casts": ("copy", "memcpy", "memset", "fill", "clone", "catarray", "aten::cat")}
+         "fused by torch.compile (Triton)": ("triton",),
+         "copies and casts": ("copy", "memcpy", "memset", "fill", "clone", "catarray", "aten::cat")}
 
 
 def profile(fn, device, steps=3):

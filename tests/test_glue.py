@@ -366,7 +366,6 @@ def test_fine_tuning_batches_examples_of_similar_length_each_once_an_epoch_the_s
     assert batches(0) == batches(0) != batches(1) and [[lengths[i] for i in b] for b in batches(0)] == seen[:25]
 
 
-
 def test_seeds_trained_as_one_model_take_batches_of_similar_width_each_step():
     """A step of seeds as one pads to the widest of its batches: each seed groups its own examples (gen), the seeds
     share the batches' shuffle, so a step's batches have about the same width (independent shuffles: 1.6x the
@@ -409,7 +408,6 @@ def test_a_task_s_seeds_trained_as_one_model_learn_what_each_learns_alone():
     for a, b in zip(alone, as_one):
         assert all(torch.allclose(a[k], b[k], atol=1e-4) for k in a)
     assert not torch.allclose(alone[0]["head.3.weight"], alone[1]["head.3.weight"])  # two seeds, two models
-
 
 
 def test_compile_fine_tunes_as_the_plain_model_does_with_one_graph_for_all_seeds():
@@ -460,6 +458,7 @@ def test_seeds_as_one_model_run_attention_in_plain_ops_that_vmap_batches_on_any_
         warnings.simplefilter("always")
         forward(ids, mask).sum().backward()
     assert not [w for w in caught if "batching rule" in str(w.message)] and all(p.grad is not None for p in params)
+
 
 def test_plain_attention_computes_what_sdpa_computes():
     """hardware.PlainAttention: SDPA as its definition reads, with a padding mask (bool) or an additive bias, a scale

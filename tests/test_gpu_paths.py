@@ -44,7 +44,6 @@ def test_bf16_from_ampere_on_and_fp16_before_it_even_where_bf16_is_emulated(capa
     assert hardware.amp_dtype(torch.device("cpu")) is None and hardware.amp_dtype(torch.device("mps")) is None
 
 
-
 @pytest.mark.parametrize("gpu, capability, memory, seeds", [
     ("a T4", (7, 5), 16e9, 1), ("an RTX 3060", (8, 6), 12e9, 3), ("an A100", (8, 0), 40e9, 5),
     ("an H100", (9, 0), 80e9, 5)])
@@ -59,6 +58,7 @@ def test_a_task_s_seeds_train_as_one_model_where_steps_are_cuda_graphs_as_many_a
     assert hardware.seeds_at_once(torch.device("cuda", 0), 1, 119.6e6) == 1  # never more than the run's seeds
     assert hardware.seeds_at_once(torch.device("cpu"), 5, 1e6) == 1  # a CPU: one after another
     assert hardware.seeds_at_once(torch.device("mps"), 5, 1e6) == 1
+
 
 @pytest.mark.parametrize("gpu, memory, micro, long_rows, a_quarter_free", [
     ("an 8 GB card", 8e9, 64, 16, 1), ("an RTX 3060", 12e9, 128, 32, 16), ("a T4", 16e9, 128, 32, 32),
