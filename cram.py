@@ -38,7 +38,7 @@ import torch.nn.functional as F
 
 from errors import CramError, is_file_name  # a user's mistake: main() prints it in one line
 from hardware import amp_dtype, autocast, compile_by_default, device_peak_flops, pick_device, run_info
-from hardware import out_of_memory, safe_console, stop_on_signals  # out of memory or Ctrl+C: save, then stop
+from hardware import out_of_memory, safe_console, safe_globals, stop_on_signals  # out of memory, Ctrl+C: save, stop
 from hardware import fit_micro_batch, shard_model, start_processes  # the GPU's micro-batch; several processes
 from prepare import load_split, unigram_entropy  # data/: packed uint16 sequences, and its baseline
 
@@ -361,7 +361,7 @@ def read_checkpoint(path, mmap=False):
     if not os.path.isfile(path):
         raise CramError(f"no checkpoint at {path}: check the path (and --out_dir), or train one first")
     try:
-        with torch.serialization.safe_globals([torch.torch_version.TorchVersion]):
+        with safe_globals(torch.torch_version.TorchVersion):  # torch 2.4 too
             return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except Exception as e:
         raise damaged(path, e) from None
@@ -615,7 +615,7 @@ def train(cfg):
             batches = micro_batches(train_data, clock.data_pos, batch, t, cfg, ranks, meta, gen, device)
             accum = batch // (cfg.micro_batch * ranks.world)
             loss = ranks.mean(accumulate(train_model, batches, accum, amp, scaler, ranks)).item()  # a host sync
-        except torch.OutOfMemoryError as e:
+        except torch.cuda.OutOfMemoryError as e:  # torch.OutOfMemoryError from torch 2.5 on, the same class
             raise out_of_memory(e, cfg, save, ranks, ckpt_path, clock.step) from None
         if not math.isfinite(loss):  # rank 0 says it, once; the other ranks leave quietly
             saved = ckpt_path if os.path.exists(ckpt_path) else "none yet"

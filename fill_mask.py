@@ -17,7 +17,7 @@ import sys
 
 import torch
 
-from cram import CramError, pick_device
+from cram import CramError, pick_device, read_checkpoint
 from hardware import safe_console
 from official import load_pretrained  # a cram.py checkpoint or the paper's released folder
 from tokenizer import load_tokenizer
@@ -43,8 +43,7 @@ def how_trained(path, meta):
         return (f"model: {meta.get('folder', path)}, a folder in the paper's release format, which keeps no training "
                 "record (the paper's own release trained 24 hours on one A6000, to an MLM loss of about 1.97 on "
                 "the Pile)")
-    with torch.serialization.safe_globals([torch.torch_version.TorchVersion]):  # already read once: mmap, no copy
-        ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    ckpt = read_checkpoint(path, mmap=True)  # already read once: mmap, no copy
     cfg, step, loss, unigram = ckpt["config"], ckpt.get("step", 0), ckpt.get("val_loss", math.nan), \
         ckpt.get("unigram_baseline", math.nan)
     budget = (f"{100 * step / cfg['max_steps']:.0f}% of --max_steps {cfg['max_steps']}" if cfg.get("max_steps") else

@@ -15,6 +15,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -75,8 +76,11 @@ def safe_console():
 
 
 def stop_on_signals():
-    """Ctrl+C, kill, Windows' Ctrl+Break: noted; the loop finishes its step, saves and exits."""
+    """Ctrl+C, kill, Windows' Ctrl+Break: noted; the loop finishes its step, saves and exits. Only a main thread may
+    set handlers: a run started from another thread (an app's worker) trains without them."""
     stop = {}
+    if threading.current_thread() is not threading.main_thread():
+        return stop
     for sig in {signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGBREAK", signal.SIGINT)}:
         signal.signal(sig, lambda signum, frame: stop.setdefault("signal", signal.Signals(signum).name))
     return stop
@@ -120,8 +124,8 @@ class Replay:
 
 
 def use_cuda_graphs(device):
-    """Fine-tuning's step replayed as CUDA graphs (Replay): on a CUDA GPU in bf16; not in fp16 (T4, V100), whose
-    GradScaler reads a value back to the host at every step."""
+    """Fine-tuning's step replayed as CUDA graphs (Replay): on a CUDA GPU in bf16. Not yet in fp16 (T4, V100): not
+    tried there (its GradScaler with the fused AdamW stays on the GPU, so a graph may work: a T4's test first)."""
     return device.type == "cuda" and amp_dtype(device) == torch.bfloat16
 
 
@@ -214,6 +218,15 @@ GPU_PEAK_FLOPS = {r"NVIDIA H100 80GB HBM3|NVIDIA H100 SXM.*|NVIDIA H200": 989e12
                   r"NVIDIA GeForce RTX 4090": 165e12, r"NVIDIA GeForce RTX 3090": 71e12, r"NVIDIA RTX A4000": 77e12,
                   r"NVIDIA A10G": 70e12, r"NVIDIA L4": 121e12, r"Tesla V100-SXM2.*": 125e12,
                   r"Tesla V100-PCIE.*": 112e12, r"Tesla T4": 65e12}
+
+
+def safe_globals(*types):
+    """torch.load(weights_only=True) that also accepts these (harmless) types: torch.serialization.safe_globals from
+    torch 2.5; torch 2.4, the oldest requirements.txt allows, has only add_safe_globals, for the whole process."""
+    if hasattr(torch.serialization, "safe_globals"):
+        return torch.serialization.safe_globals(list(types))
+    torch.serialization.add_safe_globals(list(types))
+    return contextlib.nullcontext()
 
 
 def out_of_memory(e, cfg, save, ranks, ckpt_path, step):

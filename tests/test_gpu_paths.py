@@ -205,6 +205,18 @@ def test_checkpoints_hold_plain_values_and_older_ones_with_a_torch_version_objec
     run_tiny(tmp_path, "--max_steps", "4", "--resume")
 
 
+def test_on_torch_2_4_which_has_no_safe_globals_an_older_checkpoint_still_loads(tmp_path, monkeypatch):
+    run_tiny(tmp_path, "--max_steps", "2")  # requirements.txt allows torch 2.4: safe_globals came in 2.5
+    path = tmp_path / "out" / "ckpt.pt"
+    state = torch.load(path, weights_only=True)
+    state["info"]["torch"] = torch.__version__  # a TorchVersion, as checkpoints written before 2026-11-24 hold
+    torch.save(state, path)
+    monkeypatch.delattr(torch.serialization, "safe_globals")
+    assert cram.read_checkpoint(str(path))["step"] == 2
+    assert "trained 2 steps" in fill_mask.how_trained(str(path), {})  # fill_mask.py's line on how far the model trained
+    run_tiny(tmp_path, "--max_steps", "3", "--resume")
+
+
 # ---------------------------------------------------------------------------------------------- out of memory
 
 def test_out_of_memory_is_one_line_naming_micro_batch_and_resume_takes_a_smaller_one(tmp_path, monkeypatch):
@@ -224,6 +236,19 @@ def test_out_of_memory_is_one_line_naming_micro_batch_and_resume_takes_a_smaller
     assert "micro-batch 4 -> 2" in lines and "done: 4 steps" in lines
     assert [json.loads(x)["batch"] for x in (tmp_path / "out" / "metrics.jsonl").read_text().splitlines()
             if '"batch"' in x][-1] == 8
+
+
+def test_out_of_memory_on_torch_2_4_which_has_no_torch_out_of_memory_error_is_still_one_line(tmp_path, monkeypatch):
+    forward = cram.CrammedBERT.forward  # torch 2.4 raises torch.cuda.OutOfMemoryError; torch.OutOfMemoryError is 2.5's
+    def forward_that_runs_out(self, ids, positions, targets=None):
+        if targets is not None and len(ids) > 2:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has 15 GiB")
+        return forward(self, ids, positions, targets)
+    monkeypatch.setattr(cram.CrammedBERT, "forward", forward_that_runs_out)
+    monkeypatch.delattr(torch, "OutOfMemoryError")
+    with pytest.raises(SystemExit, match="out of memory with --micro_batch 4"):
+        run_tiny(tmp_path, "--max_steps", "4")
+    assert (tmp_path / "out" / "ckpt.pt").exists()
 
 
 # ---------------------------------------------------------------------------------------------- DDP (2 x gloo)

@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import types
 
 import numpy as np
@@ -281,6 +282,21 @@ def test_ctrl_break_on_windows_stops_a_run_as_ctrl_c_does_with_a_checkpoint(tmp_
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and "Traceback" not in err, err[-2000:]
     assert "stopped by SIGUSR1" in out and (tmp_path / "out" / "ckpt.pt").exists()
+
+
+def test_a_run_started_from_another_thread_trains_without_signal_handlers(tmp_path):
+    """An app's worker thread: only a main thread may set signal handlers (ValueError in any other)."""
+    data, errors = write_data(tmp_path / "data"), []
+
+    def train():
+        try:
+            cram.main(["--data_dir", str(data), "--out_dir", str(tmp_path / "out"), "--max_steps", "2", *TINY_FLAGS])
+        except BaseException as e:  # SystemExit too: cram.main exits in one line on an error
+            errors.append(e)
+    worker = threading.Thread(target=train)
+    worker.start()
+    worker.join(timeout=120)
+    assert not errors and (tmp_path / "out" / "ckpt.pt").exists()
 
 
 # ---------------------------------------------------------------------------------------------- Windows: cp1252
