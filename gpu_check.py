@@ -31,8 +31,8 @@ ROOT = Path(__file__).resolve().parent
 def steps(args, out):
     """(name, limit in seconds, command, what to read from its output) for each step, in order."""
     py, run, data = sys.executable, out / "run", out / "data"
-    micro = ["--micro_batch", str(args.micro_batch)] if args.micro_batch else []  # else the preset's (paper: auto);
-    # bench's default 256: HF's BERT and the official model beside ours fit a 40 GB GPU, as docs/gpu.md's rows
+    micro = ["--micro_batch", str(args.micro_batch)] if args.micro_batch else []  # else the preset's (paper: auto;
+    # bench beside HF's BERT and the official model: half of it, 256 on an 80 GB GPU, as docs/gpu.md's rows)
     paper = ["--preset", args.preset, "--data_dir", str(data), *micro, "--out_dir", str(run), "--eval_every", "0.5"]
     hours = args.minutes / 60
     tune = ["--seeds", "1", "--out", str(out / "glue")]
@@ -42,7 +42,7 @@ def steps(args, out):
     plan = [
         ("tests", 300, [py, "-m", "pytest", "-q", *xdist, "-p", "no:cacheprovider", "tests"],
          r"(\d+ passed.*?) in ([\d.]+)s"),
-        ("bench", 150, [py, "bench.py", "--preset", args.preset, *(micro or ["--micro_batch", "256"]), "--hf",
+        ("bench", 150, [py, "bench.py", "--preset", args.preset, *micro, "--hf",
                         "--steps", "20", "--rounds", "1", "--profile",
                         *(["--official", args.official] if args.official else [])],
          r"ours: +([\d,]+ tokens/s).*?(MFU [\d.]+%)"),
@@ -77,16 +77,18 @@ def steps(args, out):
     return [p for p in plan if p[0] not in args.skip.split(",")]
 
 
-def steady(run):
-    """The pretraining log's pace at full batch: the median tokens/s and MFU of its last 10 steps."""
-    lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
-    last = [m for m in lines if "tok_s" in m][-10:]
+def steady(run, since=(0, 0)):
+    """The pretraining log's pace at full batch: the median tokens/s and MFU of the last 10 steps that this step ran
+    (since: the bytes metrics.jsonl and log.txt held before it; a resume appends to both)."""
+    metrics, log = ((run / name).read_bytes()[skip:].decode("utf-8") for name, skip in
+                    zip(("metrics.jsonl", "log.txt"), since))
+    last = [m for m in map(json.loads, metrics.splitlines()) if "tok_s" in m][-10:]
     if not last:
         return ""
-    tok_s = sorted(m["tok_s"] for m in last)[len(last) // 2]
-    mfu = re.findall(r"mfu +([\d.]+%|n/a)", (run / "log.txt").read_text(encoding="utf-8"))[-10:]
-    return f"{tok_s:,.0f} tokens/s, MFU {sorted(mfu)[len(mfu) // 2]} (median of the last 10 steps, batch " \
-           f"{last[-1]['batch']})"
+    mfu = sorted(float(x) for x in re.findall(r"mfu +([\d.]+)%", log)[-len(last):])  # "n/a" off a known GPU
+    return f"{sorted(m['tok_s'] for m in last)[len(last) // 2]:,.0f} tokens/s, MFU " + \
+        (f"{mfu[len(mfu) // 2]:.1f}%" if mfu else "n/a") + f" (median of the last {len(last)} steps, batch " \
+        f"{last[-1]['batch']})"
 
 
 def main(argv=None):
@@ -94,7 +96,7 @@ def main(argv=None):
     p.add_argument("--out", default="out/gpu_check", help="where the report and each step's output go")
     p.add_argument("--minutes", type=float, default=2.0, help="minutes of pretraining budget, a third after resume")
     p.add_argument("--micro_batch", type=int, default=0, help="cram.py's and bench.py's micro-batch (default: cram.py "
-                   "the preset's, the paper's as many as the GPU allows; bench.py 256)")
+                   "the preset's, the paper's as many as the GPU allows; bench.py beside HF's BERT half that)")
     p.add_argument("--preset", default="paper", help="cram.py's preset (tiny: a dry run of the paths on a CPU)")
     p.add_argument("--workers", type=int, default=min(12, os.cpu_count() or 1), help="pytest-xdist workers for the "
                    "suite (default: the cores, 12 at most)")
@@ -114,7 +116,8 @@ def main(argv=None):
     rows, codes, start = [], [], time.time()
     print(head, flush=True)
     for name, limit, command, pattern in steps(args, out):
-        t0 = time.time()
+        t0, logs = time.time(), [out / "run" / f for f in ("metrics.jsonl", "log.txt")]
+        since = [path.stat().st_size if path.exists() else 0 for path in logs]  # what an earlier step wrote
         try:
             done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, encoding="utf-8",
                                   errors="replace", timeout=limit)
@@ -126,8 +129,8 @@ def main(argv=None):
         (out / f"{name}.txt").write_text(text, encoding="utf-8")
         found = re.search(pattern, text, re.S) if pattern else None
         number = " | ".join(found.groups()) if found else ""
-        if name in ("pretrain", "resume") and (out / "run" / "metrics.jsonl").exists():
-            number = steady(out / "run")
+        if name in ("pretrain", "resume") and all(path.exists() for path in logs):
+            number = steady(out / "run", since)
         rows.append(f"| {name} | `{' '.join(Path(c).name if c == sys.executable else c for c in command)}` | "
                     f"{seconds:.0f} | {code} | {number} |")
         codes.append(code)

@@ -613,6 +613,29 @@ def test_bench_times_hugging_face_s_bert_in_the_same_precision_as_ours(monkeypat
     assert "(64^2, bfloat16)" in capsys.readouterr().out
 
 
+def test_bench_beside_hf_s_bert_takes_half_the_micro_batch_that_fits_and_fp16_times_one_seed(capsys, monkeypatch):
+    import bench
+    class BertForMaskedLM(torch.nn.Module):  # HF's BERT took 2.1x our memory at 256 (H100): half our pick fits
+        def __init__(self, config):
+            super().__init__()
+            self.linear = torch.nn.Linear(4, 4)
+
+        def forward(self, input_ids, labels):
+            return types.SimpleNamespace(loss=self.linear(torch.ones(2, 4)).sum())
+    monkeypatch.setitem(sys.modules, "transformers", types.SimpleNamespace(
+        BertConfig=lambda **kw: kw, BertForMaskedLM=BertForMaskedLM))
+    monkeypatch.setattr(hardware, "fit_micro_batch", lambda *a, **kw: 8)  # as many as this "GPU" allows
+    flags = ["--preset", "tiny", "--vocab_size", "512", "--micro_batch", "0", "--steps", "1", "--warmup", "1",
+             "--matmul_size", "64", "--device", "cpu"]
+    bench.main(flags)
+    assert "micro-batch 8 x 1" in capsys.readouterr().out
+    bench.main(flags + ["--hf"])
+    assert "micro-batch 4 x 1" in capsys.readouterr().out
+    monkeypatch.setattr(hardware, "amp_dtype", lambda device: torch.float16)  # a T4: finetune_glue.py refuses seeds
+    bench.main(flags[:-4] + ["--device", "cpu", "--finetune", "5", "--seq_len", "16"])  # as one model there: not timed
+    assert "5 seeds as one model: not in fp16" in capsys.readouterr().out
+
+
 def test_bench_prints_the_memory_arithmetic_of_ddp_and_shard(capsys):
     import bench
     bench.main(["--memory"])

@@ -398,6 +398,20 @@ def test_the_gpu_check_writes_its_report_after_every_step_so_a_stopped_check_kee
                                                      ("| third", "3", " |")]
 
 
+def test_the_gpu_check_reads_a_resume_s_pace_from_its_own_steps_as_numbers(tmp_path):
+    import gpu_check
+    def write(steps):  # cram.py's two logs, appended to as a run and its resume write them
+        with open(tmp_path / "metrics.jsonl", "a") as m, open(tmp_path / "log.txt", "a") as log:
+            for tok_s, mfu in steps:
+                m.write(json.dumps({"step": 1, "tok_s": tok_s, "batch": 8192}) + "\n")
+                log.write(f"step      1 | loss 7.0 | tok/s {tok_s:9,.0f} | mfu {mfu:>5} | budget  50.0%\n")
+    write([(600_000, "39.5%")] * 12)
+    since = [(tmp_path / f).stat().st_size for f in ("metrics.jsonl", "log.txt")]
+    write([(100_000, "9.8%"), (500_000, "33.0%"), (610_000, "40.1%")])  # the resume: a recompile, then its pace
+    assert gpu_check.steady(tmp_path, since) == "500,000 tokens/s, MFU 33.0% (median of the last 3 steps, batch 8192)"
+    assert gpu_check.steady(tmp_path).startswith("600,000 tokens/s, MFU 39.5% (median of the last 10 steps")
+
+
 def test_the_gpu_check_reads_its_numbers_from_what_bench_and_fine_tuning_print(capsys, tmp_path):
     import argparse as ap
     import bench
