@@ -101,6 +101,9 @@ def file_task(args):
 # ----------------------------------------------------------------------------------------------------------------
 # Data: rows of CSV, TSV or JSON files (or GLUE from the hub) as a task's texts and labels, then token ids.
 
+NOTED = set()  # the files read_table has said are Windows-1252
+
+
 def read_table(path, header=True, guess_encoding=True):
     """A file's (columns, [(line, {column: value}, or why the row is unusable)]). CSV as Excel writes it (quoted
     fields may hold commas and newlines; `;` between fields, as European Excel writes them, is seen in the header);
@@ -121,8 +124,10 @@ def read_table(path, header=True, guess_encoding=True):
             if not guess_encoding:
                 raise e
             text = raw.decode("cp1252")
-            print(f"note: {path} is not UTF-8 (byte {raw[e.start]:#x} at {e.start}): read as Windows-1252, what "
-                  "Excel's \"CSV\" saves on Windows (\"CSV UTF-8\" avoids the guess)", file=sys.stderr)
+            if path not in NOTED:  # once a file: finetune_glue.py reads a training file twice (columns, then rows)
+                NOTED.add(path)
+                print(f"note: {path} is not UTF-8 (byte {raw[e.start]:#x} at {e.start}): read as Windows-1252, what "
+                      "Excel's \"CSV\" saves on Windows (\"CSV UTF-8\" avoids the guess)", file=sys.stderr)
         except UnicodeDecodeError:  # bytes no Windows text has: each row holding one is skipped, and named
             text = raw.decode("utf-8-sig", errors="replace")
     if kind in (".json", ".jsonl"):

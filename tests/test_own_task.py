@@ -386,7 +386,9 @@ def test_a_saved_classifier_is_replaced_whole_by_a_new_one_never_half(kept, ckpt
 def test_excel_s_windows_csv_semicolons_and_spaced_headers_read_as_meant(tmp_path, capsys):
     (tmp_path / "cp1252.csv").write_bytes("text,label\r\ncafé très bon,positif\r\nmauvais,négatif\r\n".encode("cp1252"))
     columns, rows = tasks.read_table(str(tmp_path / "cp1252.csv"))
-    assert [r["label"] for _, r in rows] == ["positif", "négatif"] and "read as Windows-1252" in capsys.readouterr().err
+    tasks.read_table(str(tmp_path / "cp1252.csv"))  # read again (finetune_glue.py reads a training file twice)
+    assert [r["label"] for _, r in rows] == ["positif", "négatif"]
+    assert capsys.readouterr().err.count("read as Windows-1252") == 1  # said once a file
     (tmp_path / "semi.csv").write_text('Text ; Label\n"a; b";1\nc;0\n', encoding="utf-8")
     columns, rows = tasks.read_table(str(tmp_path / "semi.csv"))
     assert columns == ["Text", "Label"] and [r["Text"] for _, r in rows] == ["a; b", "c"]
