@@ -203,8 +203,8 @@ def class_page(exercises, order, checks):
     what the copy leaves out."""
     rows = [f"| `{n}` | {', '.join(f'`{w}`' for w in ex['write'])} | {ex['points']} | {ex['minutes']} | "
             f"{', '.join(d for d in ex['needs'] if d in exercises)} |" for n, ex in exercises.items()]
-    checking = ("python exercises.py check NAME    # PASS, or FAIL with what differs, in your cram.py\n"
-                "python exercises.py check all     # every exercise of this copy\n") if checks else ""
+    checking = ("- `python exercises.py check NAME`: PASS, or FAIL with what differs, in your cram.py\n"
+                "- `python exercises.py check all`: every exercise of this copy\n") if checks else ""
     return f"""# Your exercises
 
 This is a student copy of the project. In `cram.py` the functions below are yours to write: each keeps its
@@ -217,10 +217,8 @@ signature and docstring and raises `NotImplementedError` until you write it. The
 An order that works: {', '.join(order)}. Fix a FAIL in this order: a later check runs the code of the earlier
 exercises it names, so a slip there can fail it too.
 
-```
-python exercises.py show NAME     # the assignment
-{checking}python cram.py --preset tiny      # trains once the exercises it runs are written; else it names one
-```
+- `python exercises.py show NAME`: the assignment
+{checking}- `python cram.py --preset tiny`: trains once the exercises it runs are written; else it names one
 {"" if checks else chr(10) + "This copy has no checks: your teacher grades your cram.py." + chr(10)}
 Left out of this copy, as they hold the answers: the reference `cram.py`, the tests, the git history, the lab
 notebook (`docs/notes.md`), the teacher's answers (`docs/teaching_answers.md`), and the measured answers of the

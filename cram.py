@@ -340,7 +340,7 @@ def lr_at(t, peak):
 
 
 def batch_size_at(t, unit, target, ramp_until=0.6):
-    """Sequences per step: linear in t from one unit (micro-batch x devices) to target at ramp_until, in units."""
+    """Sequences per step: linear in t from one unit (micro-batch x GPUs) to target at ramp_until, in units, rounded."""
     frac = min(max(t, 0.0) / ramp_until, 1.0) if ramp_until > 0 else 1.0
     return max(1, round((unit + frac * (target - unit)) / unit)) * unit
 

@@ -63,6 +63,7 @@ class Exercise:
     text: str       # the assignment
     points: int = 1  # in grading: about one per 5 minutes of work
     needs: tuple = ()  # the exercises whose code its check runs too: in a student copy, write those first
+    shown_by: tuple = ()  # exercises whose code shows this one's answer: a student copy empties theirs too
 
 
 CRAMMING = 'Geiping & Goldstein 2022, "Cramming: Training a Language Model on a Single GPU in One Day"'
@@ -76,8 +77,9 @@ in every sequence, uniformly at random over all T (special tokens too) and indep
 slots, 80% become [MASK] (mask_id), 10% a random token of the vocabulary (any id from 0 to vocab_size - 1 inclusive,
 one draw per slot) and 10% keep their token: round(0.8 k) and round(0.1 k) slots (26 / 3 / 3 of k = 32); which slot
 gets which must not depend on where it is in the sequence. Return (inputs (B, T), positions (B, k),
-targets (B, k) = the original tokens at the positions). Leave the caller's `ids` as they were (work on a copy), and
-use only `generator` for randomness, so the same seed gives the same masks.""", points=6),
+targets (B, k) = the original tokens at the positions), the [MASK] slots first in `positions`, then the random ones,
+then the kept ones (the notebook reads them in that order). Leave the caller's `ids` as they were (work on a copy),
+and use only `generator` for randomness, so the same seed gives the same masks.""", points=6),
     "lr_schedule": Exercise(
         "The time-based learning-rate schedule: one cycle over the budget fraction t", "Cramming 4.3", 10,
         ("lr_at",), """\
@@ -88,8 +90,9 @@ never below 0. It rises from a quarter of the peak at t = 0 to the peak at t = 0
         "The batch-size ramp: grow the batch linearly in t by gradient accumulation", "Cramming 4.3", 15,
         ("batch_size_at",), """\
 Write `batch_size_at(t, unit, target, ramp_until)`: from one unit (a micro-batch) at t = 0 linearly to `target` at
-t = ramp_until, constant after. Return an int that is a whole number of units (the training loop runs
-batch // unit micro-batches per step). ramp_until = 0 means no ramp: the target from the first step.""", points=3),
+t = ramp_until, constant after. Return an int that is a whole number of units, rounded to the nearest (the training
+loop runs batch // unit micro-batches per step). ramp_until = 0 means no ramp: the target from the first step.""",
+        points=3),
     "positions": Exercise(
         "Scaled sinusoidal positions: a fixed sin/cos table times one learnable scalar", "Cramming 4.2", 25,
         ("sinusoidal_table", "Embeddings"), """\
@@ -118,7 +121,7 @@ loss inside the model).""", points=4,
 Write `Block.forward(x, attn_mask=None)`: x = x + Attn(LN1(x)); x = x + FFN(LN2(x)) (pre-norm), not
 LN(x + Attn(x)) (post-norm, the original BERT). The sub-layers are self.attn (it takes attn_mask), self.ffn,
 self.norm1, self.norm2, self.drop (dropout on each sub-layer's output).""", points=2,
-        needs=("glu", "attention")),
+        needs=("glu", "attention"), shown_by=("narrow",)),
     "attention": Exercise(
         "Multi-head attention: one fused QKV matmul, softmax(q k^T / sqrt(d_head)) v", "Cramming 4.2", 30,
         ("Attention.forward",), """\
@@ -127,7 +130,7 @@ d / n_head, (B, H, T, D); then softmax(q k^T / sqrt(d_head)) v per head, the hea
 `out` (no bias). `self.attend(q, k, v, attn_mask)` does that second half with F.scaled_dot_product_attention: use
 it, or write the softmax yourself. attn_mask is either (B, 1, 1, T), False on padded keys, or a float bias added to
 the scores (the tiny preset's, exercise local_bias); None: every key, no causal mask (BERT sees both sides). In eval
-mode nothing is dropped.""", points=6),
+mode nothing is dropped.""", points=6, shown_by=("narrow",)),  # NarrowBlock splits heads and adds sub-layers
     "local_bias": Exercise(
         "A local attention bias: how the tiny preset sees word order in 5 minutes",
         "ALiBi (Press et al. 2022)", 35,
@@ -263,6 +266,9 @@ def check_masking(cram):
             expect(got == want, f"of k = {k} slots, round(0.8 * k) = {want[0]} become [MASK], round(0.1 * k) = "
                    f"{want[1]} a random token, {k - sum(want)} keep theirs; yours {got[0]}/{got[1]}/{common[1]}"
                    + (": int() rounds down, use round()" if got == (int(0.8 * k), int(0.1 * k)) else ""))
+            expect(bool((at[:, :want[0]] == mask_id).all() and (at[:, sum(want):] == targets[:, sum(want):]).all()),
+                   f"the slots' order in positions: the {want[0]} [MASK] slots first, then the {want[1]} random, then "
+                   f"the {k - sum(want)} kept (the docstring's order, which the notebook reads)")
     drawn = at[(at != mask_id) & (at != targets)]                                 # the random slots' tokens
     expect(len(drawn) > 0, "about 10% of the masked slots must be a random token; got none")
     n, distinct, low, high = len(drawn), len(drawn.unique()), drawn.min().item(), drawn.max().item()
@@ -344,6 +350,12 @@ def check_batch_ramp(cram):
     expect(abs(mid - (32 + 2048) / 2) <= 32, f"halfway (t=0.3) the batch should be about 1040, got {mid}")
     sizes = [size(i / 100) for i in range(101)]
     expect(all(s % 32 == 0 for s in sizes), "every batch size must be a whole number of micro-batches (32)")
+    for i, got in enumerate(sizes):  # the nearest whole number of micro-batches (a tie may go either way)
+        units = (32 + min(i / 100 / 0.6, 1.0) * (2048 - 32)) / 32
+        nearest = {math.floor(units), math.ceil(units)} if abs(units % 1 - 0.5) < 1e-9 else {round(units)}
+        expect(got // 32 in nearest, f"batch_size_at({i / 100}, unit=32, target=2048, ramp_until=0.6) should be "
+               f"{32 * min(nearest)}: {units:.2f} micro-batches, rounded to the nearest; got {got}"
+               + (": int() rounds down, use round()" if got // 32 == math.floor(units) else ""))
     expect(all(a <= b for a, b in zip(sizes, sizes[1:])), "the batch size must never shrink as t grows")
     tiny = [size(t, 16, 64, 0.5) for t in (0.0, 0.25, 0.5, 1.0)]
     expect(tiny[0] == 16 and tiny[1] in (32, 48) and tiny[2:] == [64, 64],
@@ -982,8 +994,12 @@ def release(dest, names, teacher, checks):
     def code(name):  # the reference's code of what the exercise writes: for the teacher's answers.md
         return "\n\n".join(ast.get_source_segment(source, find(tree, w), padded=True) for w in EXERCISES[name].write)
     exercises = {name: {**asdict(EXERCISES[name]), "code": code(name)} for name in names}  # plain data, for classroom
-    student_files = {"cram.py": student_source(source, names, header), "exercises.py": tool if checks else
-                     without_checks(tool), "CLASS.md": classroom.class_page(exercises, in_order(names), checks)}
+    hidden = list(dict.fromkeys(m for n in names for m in EXERCISES[n].shown_by if m not in names))
+    page = classroom.class_page(exercises, in_order(names), checks) + "".join(
+        f"\nAlso empty, not assigned: exercise {m} ({', '.join(EXERCISES[m].write)}), whose code would show the "
+        "answer of one of yours; only its option (`--narrow`) runs it.\n" for m in hidden)
+    student_files = {"cram.py": student_source(source, [*names, *hidden], header),
+                     "exercises.py": tool if checks else without_checks(tool), "CLASS.md": page}
     made = {"exercises": names, "points": {n: EXERCISES[n].points for n in names}, "checks_in_the_copy": checks}
     teacher_files = {"answers.md": classroom.answers_page(exercises), "class.json": json.dumps(made, indent=1) + "\n"}
     untracked = classroom.release(HERE, Path(dest), student_files, answer_lines(source, names),
@@ -1030,6 +1046,9 @@ def main(argv=None):
     if not names:
         raise SystemExit(f"exercises.py: error: {command} needs an exercise: one of {', '.join(EXERCISES)}, or all")
     for name in names:
+        if name.startswith("#"):  # zsh (macOS) and cmd pass a comment on (docs/setup.md, section 6)
+            raise SystemExit(f"exercises.py: error: {name!r} reached the script: your shell passed a comment on: "
+                             "copy the command without it (zsh: setopt interactive_comments)")
         if name != "all" and name not in EXERCISES:
             raise SystemExit(f"exercises.py: error: unknown exercise {name!r}; choose one of "
                              f"{', '.join(EXERCISES)}, or all")

@@ -134,6 +134,15 @@ def test_a_student_copy_without_checks_holds_no_check_code(tmp_path):
     assert code == 1 and "FAIL  glu: this copy has no checks: your teacher grades your cram.py" in out, out
 
 
+def test_an_exam_on_attention_empties_the_narrow_block_too_whose_code_shows_the_heads_split(tmp_path):
+    exercises.main(["release", str(tmp_path / "exam"), "glu", "attention", "--no_checks"])
+    copy = (tmp_path / "exam" / "cram.py").read_text(encoding="utf-8")
+    assert exercises.unwritten(copy, "attention") and exercises.unwritten(copy, "narrow")
+    assert "C // H).transpose(1, 2)" not in copy and ".permute(2, 0, 3, 1, 4)" not in copy  # q's heads; k's, v's
+    assert "Also empty, not assigned: exercise narrow" in (tmp_path / "exam" / "CLASS.md").read_text(encoding="utf-8")
+    assert 'STUDENT_COPY = ("glu", "attention",)' in (tmp_path / "exam" / "exercises.py").read_text(encoding="utf-8")
+
+
 def test_a_student_copy_s_pages_keep_no_link_to_a_page_it_leaves_out(released):
     student, _ = released
     pages = {p.relative_to(student).as_posix(): p.read_text(encoding="utf-8") for p in student.rglob("*.md")}

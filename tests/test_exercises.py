@@ -109,6 +109,8 @@ def test_unknown_exercise_and_missing_file_are_one_line_errors(tmp_path):
         exercises.main(["maskin"])
     with pytest.raises(SystemExit, match="no file .*nope.py"):
         exercises.main(["masking", "--file", str(tmp_path / "nope.py")])
+    with pytest.raises(SystemExit, match="'#' reached the script: your shell passed a comment on"):  # zsh, cmd
+        exercises.main(["show", "masking", "#", "the", "assignment"])
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -212,6 +214,17 @@ def batch_size_at(t, unit, target, ramp_until=0.6):
     frac = min(t / ramp_until, 1.0)
     return round((unit + frac * (target - unit)) / unit) * unit
 """, "divided by zero: ramp_until 0 means no ramp"),
+    ("batch_ramp", "batch_size_at", """
+def batch_size_at(t, unit, target, ramp_until=0.6):
+    if t >= ramp_until:
+        return target
+    return (1 + int(t / ramp_until * (target - unit) / unit)) * unit
+""", "rounded to the nearest; got 384: int() rounds down, use round()"),
+    ("batch_ramp", "batch_size_at", """
+def batch_size_at(t, unit, target, ramp_until=0.6):
+    frac = 1.0 if ramp_until == 0 else min(1.0, max(0.0, t) / ramp_until)
+    return unit * math.ceil(1 + frac * (target // unit - 1) - 1e-9)
+""", "should be 64: 2.05 micro-batches, rounded to the nearest; got 96"),
     ("positions", "sinusoidal_table", """
 def sinusoidal_table(T, C):
     angle = torch.arange(T)[:, None] / 10000 ** (torch.arange(0, C, 2) / C)
@@ -372,12 +385,7 @@ def lr_at(t, peak):
 def batch_size_at(t, unit, target, ramp_until=0.6):
     if t >= ramp_until:
         return target
-    return (1 + int(t / ramp_until * (target - unit) / unit)) * unit
-"""),
-    ("batch_ramp", "batch_size_at", """
-def batch_size_at(t, unit, target, ramp_until=0.6):
-    frac = 1.0 if ramp_until == 0 else min(1.0, max(0.0, t) / ramp_until)
-    return unit * math.ceil(1 + frac * (target // unit - 1) - 1e-9)
+    return unit * math.floor(1 + t / ramp_until * (target - unit) / unit + 0.5)
 """),
     ("positions", "sinusoidal_table", """
 def sinusoidal_table(T, C):
@@ -531,6 +539,10 @@ BLIND_SPOTS = {
         "torch.randint(0, vocab_size,", "torch.randint(5, vocab_size,"),
         "never drew id 0 of a vocabulary of 8: draw from 0 to vocab_size - 1 inclusive, torch.randint(0, vocab_size, "
         "...): the low bound is 0", "high bound"),
+    "slots-in-another-order": ("masking", "mask_tokens", MASKING.replace(  # kept, random, then [MASK]: counts right
+        "slots = torch.cat([torch.full((B, n_mask), mask_id), random_ids, targets[:, n_mask + n_rand:]], dim=1)",
+        "slots = torch.cat([targets[:, :k - n_mask - n_rand], random_ids, torch.full((B, n_mask), mask_id)], dim=1)"),
+        "the slots' order in positions: the 13 [MASK] slots first", ""),
     "random-tokens-high-bound-inclusive": ("masking", "mask_tokens", MASKING.replace(
         "torch.randint(0, vocab_size,", "torch.randint(0, vocab_size - 1,"),
         "never drew id 7 of a vocabulary of 8: draw from 0 to vocab_size - 1 inclusive, torch.randint(0, vocab_size, "

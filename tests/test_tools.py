@@ -163,6 +163,20 @@ def test_readme_gives_exactly_two_setup_commands_and_ci_runs_both():
         "CI must run the README's main-job command verbatim"
 
 
+def test_the_commands_a_learner_or_a_class_copies_carry_no_comment_that_zsh_or_cmd_would_pass_on():
+    """macOS's zsh and Windows' cmd hand `#` and what follows to the script (docs/setup.md, section 6): the README's,
+    the class pages' and a student copy's CLASS.md's command lines end without one."""
+    import classroom
+    page = classroom.class_page({"masking": {"write": ["mask_tokens"], "points": 6, "minutes": 30, "needs": []}},
+                                ["masking"], True)
+    for name, text in [("README.md", README), ("docs/exercises.md", PAGES["docs/exercises.md"]),
+                       ("docs/teaching.md", PAGES["docs/teaching.md"]), ("CLASS.md", page)]:
+        blocks = re.findall(r"```(?:bash|sh)?\n(.*?)```", text, flags=re.S)
+        commented = [line for block in blocks for line in block.splitlines()
+                     if re.match(r"\s*(python|pip|torchrun)\b", line) and re.search(r"\s#", line)]
+        assert not commented, f"{name}: a comment after a command, which zsh and cmd pass on: {commented}"
+
+
 def test_nothing_a_user_reads_or_runs_points_at_our_machines_shared_folder():
     """A user clones only the project: no page, script or notebook may name ../shared (CI may: .ci/run, tests/;
     the lab notebook records commands as they ran)."""
