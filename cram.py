@@ -141,7 +141,7 @@ def mask_tokens(ids, mask_id, vocab_size, rate, generator):
     k = round(rate * T)
     n_mask, n_rand = round(0.8 * k), round(0.1 * k)
     scores = torch.rand(B, T, generator=generator, device=ids.device)
-    positions = scores.topk(k, dim=1).indices                                     # (B, k), uniform subset
+    positions = scores.topk(k, dim=1).indices  # (B, k) uniform, in random-score order: its first 80% are random too
     targets = ids.gather(1, positions)                                            # (B, k)
     random_ids = torch.randint(0, vocab_size, (B, n_rand), generator=generator, device=ids.device)
     slot_values = torch.cat([torch.full((B, n_mask), mask_id, device=ids.device, dtype=ids.dtype),
@@ -290,11 +290,11 @@ class NarrowBlock(Block):
     """A Block (the same parameters) with queries from x (B, k, C), keys and values from context (B, T, C)."""
 
     def forward(self, x, attn_mask=None, context=None):
-        (B, T, C), H, w = x.shape, self.attn.n_head, self.attn.qkv.weight  # the fused weight, split: q | k, v
+        (B, k, C), H, w = x.shape, self.attn.n_head, self.attn.qkv.weight  # the fused weight, split: q | k, v
         kv = self.norm1(x if context is None else context)
-        q = F.linear(self.norm1(x), w[:C]).view(B, T, H, C // H).transpose(1, 2)                # (B, H, T, D)
-        k, v = F.linear(kv, w[C:]).view(B, -1, 2, H, C // H).permute(2, 0, 3, 1, 4)            # (B, H, S, D)
-        x = x + self.drop(self.attn.attend(q, k, v, attn_mask))
+        q = F.linear(self.norm1(x), w[:C]).view(B, k, H, C // H).transpose(1, 2)                # (B, H, k, D)
+        key, value = F.linear(kv, w[C:]).view(B, -1, 2, H, C // H).permute(2, 0, 3, 1, 4)      # (B, H, S, D)
+        x = x + self.drop(self.attn.attend(q, key, value, attn_mask))
         return x + self.drop(self.ffn(self.norm2(x)))
 
 
@@ -595,7 +595,7 @@ def train(cfg):
     last_ckpt = clock.train_time
     while True:
         t = clock.progress(cfg)  # the clock runs only in the step below: evaluations, checkpoints cost none
-        if next_eval <= t < 1 or t >= 1 and not stopping:  # every eval_every, and at the end
+        if next_eval <= t < 1 or (t >= 1 and not stopping):  # every eval_every, and at the end
             evaluated = ranks.master or cfg.shard  # --shard: all ranks, as each block gathers from all
             losses = evaluate(model, val_data, cfg, mask_id, vocab_size, amp, device) if evaluated else (math.nan,) * 2
             clock.val_loss, next_eval = log.eval(clock, t, *losses), next_eval + cfg.eval_every

@@ -66,7 +66,7 @@ class Exercise:
     shown_by: tuple = ()  # exercises whose code shows this one's answer: a student copy empties theirs too
 
 
-CRAMMING = 'Geiping & Goldstein 2022, "Cramming: Training a Language Model on a Single GPU in One Day"'
+CRAMMING = 'Geiping & Goldstein, ICML 2023, "Cramming: Training a Language Model on a Single GPU in One Day"'
 
 EXERCISES = {
     "masking": Exercise(

@@ -75,28 +75,37 @@ def run_config(run_dir):
 def side_by_side(runs):
     """Runs side by side in numbers: each one's steps, tokens, final validation loss and nats under its unigram
     baseline, and its difference from the first. Runs that differ only in --seed give the noise: the range of their
-    nats under unigram; a difference inside it is within the noise (too small to tell from another seed)."""
-    rows, groups = [], {}
+    nats under unigram; a difference inside it is within the noise (too small to tell from another seed). A rerun of
+    the same seed is not another seed; runs whose validation differs (--mask_rate, --eval_seqs) are said not to
+    compare."""
+    rows, groups, validations = [], {}, set()
     for run, steps, evals in runs:
         base, last = unigram_baseline(run), evals[-1]["val_loss"] if evals else None
         under = base - last if base is not None and last is not None else None
         rows.append((os.path.basename(os.path.normpath(run)), steps[-1].get("step", len(steps)), steps[-1].get("tokens"),
                      last, under))
-        config = {k: v for k, v in run_config(run).items() if k not in ("seed", "out_dir", "resume")}
-        if config and under is not None:
-            groups.setdefault(json.dumps(config, sort_keys=True), []).append((rows[-1][0], under))
-    seeds = {tuple(n for n, _ in g): [u for _, u in g] for g in groups.values() if len(g) > 1}
+        config = run_config(run)
+        same = {k: v for k, v in config.items() if k not in ("seed", "out_dir", "resume")}
+        if config:
+            validations.add((config.get("mask_rate"), config.get("eval_seqs")))
+        if same and under is not None:  # one run a seed: a rerun of it (other threads, say) is not another seed
+            groups.setdefault(json.dumps(same, sort_keys=True), {}).setdefault(config.get("seed"), (rows[-1][0], under))
+    seeds = {tuple(n for n, _ in g.values()): [u for _, u in g.values()] for g in groups.values() if len(g) > 1}
     spreads = {names: max(u) - min(u) for names, u in seeds.items()}
     noise = max(spreads.values(), default=None)
     print(f"{'run':<24} {'steps':>7} {'tokens':>12} {'val loss':>9} {'under unigram':>14}  vs the first")
     for i, (name, step, tokens, last, under) in enumerate(rows):
         diff = "" if i == 0 or under is None or rows[0][4] is None else f"{under - rows[0][4]:+.3f}" + (
-            " (within the noise)" if noise is not None and abs(under - rows[0][4]) <= noise else "")
+            "" if noise is None else f" ({'within' if abs(under - rows[0][4]) <= noise else 'outside'} the noise)")
         print(f"{name:<24} {step:>7,} {tokens or 0:>12,} {last if last is not None else float('nan'):>9.4f} "
               f"{under if under is not None else float('nan'):>+14.3f}  {diff}")
     for names, spread in spreads.items():  # the mean and spread are what a row of docs/records.md gives
         print(f"seeds: {', '.join(names)} differ only in --seed: mean {sum(seeds[names]) / len(names):+.3f}, spread "
               f"{spread:.3f} nats under unigram")
+    if len(validations) > 1:
+        print("these runs' validation losses do not compare: they mask at other rates or score other rows (mask_rate, "
+              f"eval_seqs: {', '.join(map(str, sorted(validations, key=str)))}); to change training's masking, "
+              "--mask_from and --mask_to keep evaluation's --mask_rate")
     if len(rows) > 1 and noise is None:
         print("no two runs here differ only in --seed, so the noise is unknown: the tiny preset's spread over 5 seeds "
               "is in the README (tweak and rerun)")

@@ -7,7 +7,7 @@
     python prepare.py --hf JonasGeiping/the_pile_WordPiecex32768_97b8e776baafb99c3892e6572a9f51b3 --out data/pile
         # the paper's own pre-tokenized rows (or a local folder of its layout: data/*.parquet, tokenizer/)
 
-The paper's data recipe (Geiping & Goldstein 2022, sections 4.1 and 4.4): a WordPiece tokenizer (vocab 32768) trained
+The paper's data recipe (Geiping & Goldstein 2023, sections 4.1 and 4.4): a WordPiece tokenizer (vocab 32768) trained
 on the same text (lowercase, strip accents, drop non-ASCII; ids [PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4); [SEP] after
 each document; documents concatenated and cut into --seq_len rows, no padding; documents with >= 0.25 tokens per
 character dropped (they compress badly: code, tables, noise); train rows sorted by their number of "." tokens, most

@@ -89,11 +89,20 @@ def test_plot_prints_runs_side_by_side_and_calls_a_difference_inside_the_seeds_s
     assert plot.side_by_side([(r, *plot.read_metrics(r)) for r in (a, b, hot, close)]) == pytest.approx(0.06)
     lines = capsys.readouterr().out.splitlines()
     assert lines[1].split()[:5] == ["seed0", "20", "81,920", "6.2000", "+1.900"]
-    assert lines[2].endswith("+0.060 (within the noise)") and lines[3].endswith("+0.200")
+    assert lines[2].endswith("+0.060 (within the noise)") and lines[3].endswith("+0.200 (outside the noise)")
     assert lines[4].endswith("+0.040 (within the noise)")
     assert lines[5] == "seeds: seed0, seed1 differ only in --seed: mean +1.930, spread 0.060 nats under unigram"
     plot.side_by_side([(r, *plot.read_metrics(r)) for r in (a, hot)])
     assert "no two runs here differ only in --seed" in capsys.readouterr().out
+
+
+def test_plot_counts_a_rerun_of_one_seed_as_no_noise_and_says_when_validation_differs(tmp_path, capsys):
+    first, again = with_log(tmp_path / "first", 1.90, seed=0), with_log(tmp_path / "again", 1.90, seed=0)
+    other = with_log(tmp_path / "rate15", 1.70, mask_rate=0.15)  # evaluation masks 15%: another measure
+    assert plot.side_by_side([(r, *plot.read_metrics(r)) for r in (first, again, other)]) is None
+    out = capsys.readouterr().out
+    assert "seeds:" not in out and "the noise is unknown" in out, out  # the same seed twice: no spread
+    assert "validation losses do not compare" in out and "(0.15, 512), (0.25, 512)" in out, out
 
 
 def test_plot_draws_the_unigram_baseline_from_the_log_dashed_and_a_run_without_a_log_still_plots(tmp_path):
