@@ -10,7 +10,7 @@ Each step is the command a user types, run as a process with its own time limit;
 out/gpu_check/<step>.txt, and out/gpu_check/report.md gets a table: the machine, each command, its wall time, its exit
 code and the number it is there for (tokens/s and MFU, the fine-tuning pace and its projection of the paper's GLUE
 protocol, the pace of 1 and of 5 seeds trained as one model: what finetune_glue.py's --seeds_together buys, and RTE's
-5 seeds). docs/gpu.md keeps the measured rows. Off a GPU it runs too (the paths, not the speed).
+pace). docs/gpu.md keeps the measured rows. Off a GPU it runs too (the paths, not the speed).
 """
 import argparse
 import importlib.util
@@ -18,6 +18,7 @@ import json
 import os
 import platform
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -77,6 +78,22 @@ def steps(args, out):
     return [p for p in plan if p[0] not in args.skip.split(",")]
 
 
+def run_step(command, limit):
+    """(what it printed, its exit code or "timeout"). Past its limit the step is stopped with every process it
+    started (a process group of its own, on Linux and macOS): pytest's xdist workers, left running, would hold the
+    GPU's memory and the output pipe into the next step."""
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            encoding="utf-8", errors="replace", start_new_session=os.name == "posix")
+    try:
+        return proc.communicate(timeout=limit)[0], proc.returncode
+    except subprocess.TimeoutExpired:
+        if os.name == "posix":
+            os.killpg(proc.pid, signal.SIGKILL)  # the group: the step and all it started
+        else:
+            proc.kill()
+        return proc.communicate()[0] + f"\n(stopped at its limit of {limit:.0f} s)", "timeout"
+
+
 def steady(run, since=(0, 0)):
     """The pretraining log's pace at full batch: the median tokens/s and MFU of the last 10 steps that this step ran
     (since: the bytes metrics.jsonl and log.txt held before it; a resume appends to both)."""
@@ -118,13 +135,7 @@ def main(argv=None):
     for name, limit, command, pattern in steps(args, out):
         t0, logs = time.time(), [out / "run" / f for f in ("metrics.jsonl", "log.txt")]
         since = [path.stat().st_size if path.exists() else 0 for path in logs]  # what an earlier step wrote
-        try:
-            done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, encoding="utf-8",
-                                  errors="replace", timeout=limit)
-            text, code = done.stdout + done.stderr, done.returncode
-        except subprocess.TimeoutExpired as e:  # its output so far comes as bytes
-            text = b"".join(x or b"" for x in (e.stdout, e.stderr)).decode("utf-8", "replace")
-            text, code = text + f"\n(stopped at its limit of {limit:.0f} s)", "timeout"
+        text, code = run_step(command, limit)
         seconds = time.time() - t0
         (out / f"{name}.txt").write_text(text, encoding="utf-8")
         found = re.search(pattern, text, re.S) if pattern else None

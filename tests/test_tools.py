@@ -12,6 +12,7 @@ import re
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -419,6 +420,34 @@ def test_the_gpu_check_writes_its_report_after_every_step_so_a_stopped_check_kee
     rows = [line.split(" | ") for line in report.read_text(encoding="utf-8").splitlines() if line.startswith("| ")]
     assert [(r[0], r[-2], r[-1]) for r in rows[1:]] == [("| first", "0", "5.1 ms |"), ("| second", "0", " |"),
                                                      ("| third", "3", " |")]
+
+
+@pytest.mark.skipif(os.name != "posix", reason="process groups: POSIX (the GPU machines)")
+def test_the_gpu_check_stops_a_step_at_its_limit_with_the_processes_it_started(tmp_path, monkeypatch):
+    """A step past its limit is stopped whole: pytest's xdist workers, left running, would hold the GPU and the
+    output pipe (the check then waited for them) into the next step."""
+    import gpu_check
+    pid_file, py = tmp_path / "worker.pid", sys.executable
+    worker = f"import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(90)'])" \
+             f"; open({str(pid_file)!r}, 'w').write(str(p.pid)); print('started', flush=True); time.sleep(90)"
+    monkeypatch.setattr(gpu_check, "steps", lambda args, out: [("slow", 3, [py, "-c", worker], None)])
+    t0 = time.time()
+    assert gpu_check.main(["--out", str(tmp_path / "check")]) == 1
+    assert time.time() - t0 < 30  # not the workers' 90 s
+    pid = int(pid_file.read_text())
+    for _ in range(50):  # killed: gone, or a zombie until its parent (init) reaps it
+        try:
+            os.kill(pid, 0)
+            state = open(f"/proc/{pid}/stat").read().split()[2] if os.path.exists(f"/proc/{pid}/stat") else "Z"
+        except ProcessLookupError:
+            break
+        if state == "Z":
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"the step's worker {pid} still runs")
+    text = (tmp_path / "check" / "slow.txt").read_text(encoding="utf-8")
+    assert "started" in text and "stopped at its limit of 3 s" in text
 
 
 def test_the_gpu_check_reads_a_resume_s_pace_from_its_own_steps_as_numbers(tmp_path):
