@@ -236,9 +236,10 @@ def answers_page(exercises):
              for n, ex in exercises.items()]
     return (f"# The answers: {', '.join(exercises)}\n\nNot for students: the teacher's bundle of a class, made by "
             "`python exercises.py release`. This folder is the project with its reference `cram.py`, the tests and the "
-            "lab notebook; `class.json` names the class's exercises and their points. Grade here:\n\n```\n"
-            "python exercises.py grade SUBMISSIONS --out grades.csv   # a row per student, a column per exercise\n"
-            "python exercises.py check NAME --file alice.py --json    # one student's file\n```\n\n"
+            "lab notebook; `class.json` names the class's exercises and their points. Grade here (a row per student, a "
+            "column per exercise; then one student's file):\n\n```\n"
+            "python exercises.py grade SUBMISSIONS --out grades.csv\n"
+            "python exercises.py check NAME --file alice.py --json\n```\n\n"
             "docs/exercises.md says what the grader isolates and what not. Below, each exercise: its points and "
             "minutes, the assignment the students read, and the reference code.\n\n" + "\n".join(parts))
 

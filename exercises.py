@@ -995,9 +995,9 @@ def release(dest, names, teacher, checks):
         return "\n\n".join(ast.get_source_segment(source, find(tree, w), padded=True) for w in EXERCISES[name].write)
     exercises = {name: {**asdict(EXERCISES[name]), "code": code(name)} for name in names}  # plain data, for classroom
     hidden = list(dict.fromkeys(m for n in names for m in EXERCISES[n].shown_by if m not in names))
-    page = classroom.class_page(exercises, in_order(names), checks) + "".join(
-        f"\nAlso empty, not assigned: exercise {m} ({', '.join(EXERCISES[m].write)}), whose code would show the "
-        "answer of one of yours; only its option (`--narrow`) runs it.\n" for m in hidden)
+    page = classroom.class_page(exercises, in_order(names), checks) + "".join("\n" + textwrap.fill(
+        f"Also empty, not assigned: exercise {m} ({', '.join(EXERCISES[m].write)}), whose code would show the answer "
+        "of one of yours; only its option (`--narrow`) runs it.", 116) + "\n" for m in hidden)
     student_files = {"cram.py": student_source(source, [*names, *hidden], header),
                      "exercises.py": tool if checks else without_checks(tool), "CLASS.md": page}
     made = {"exercises": names, "points": {n: EXERCISES[n].points for n in names}, "checks_in_the_copy": checks}
@@ -1047,8 +1047,8 @@ def main(argv=None):
         raise SystemExit(f"exercises.py: error: {command} needs an exercise: one of {', '.join(EXERCISES)}, or all")
     for name in names:
         if name.startswith("#"):  # zsh (macOS) and cmd pass a comment on (docs/setup.md, section 6)
-            raise SystemExit(f"exercises.py: error: {name!r} reached the script: your shell passed a comment on: "
-                             "copy the command without it (zsh: setopt interactive_comments)")
+            raise SystemExit(f"exercises.py: error: {name!r} reached the script: your shell passed the comment on to "
+                             "it: copy the command without the comment (zsh: setopt interactive_comments)")
         if name != "all" and name not in EXERCISES:
             raise SystemExit(f"exercises.py: error: unknown exercise {name!r}; choose one of "
                              f"{', '.join(EXERCISES)}, or all")

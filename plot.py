@@ -16,6 +16,7 @@ optional extra (`pip install matplotlib`), imported only here: cram.py itself ne
 """
 import argparse
 import json
+import math
 import os
 import re
 import sys
@@ -51,15 +52,20 @@ def read_metrics(run_dir, x="budget"):
     return steps, evals
 
 
-def unigram_baseline(run_dir):
-    """The unigram baseline of a run (nats): the loss of guessing every token by its frequency alone, which cram.py's
-    log measures everything against (its "data:" line in log.txt, the last one if resumed); None if not found."""
+def from_data_line(run_dir, pattern):
+    """A number in the "data:" line of a run's log.txt (the last one if resumed), or None: no log, no match."""
     try:
         with open(os.path.join(run_dir, "log.txt"), encoding="utf-8", errors="replace") as f:
-            found = re.findall(r"^data: .*\| unigram baseline ([0-9.]+) nats$", f.read(), flags=re.MULTILINE)
+            found = re.findall(r"^data: .*" + pattern, f.read(), flags=re.MULTILINE)
     except OSError:  # no log.txt: a run copied without it still plots
         return None
     return float(found[-1]) if found else None
+
+
+def unigram_baseline(run_dir):
+    """The unigram baseline of a run (nats): the loss of guessing every token by its frequency alone, which cram.py's
+    log measures everything against."""
+    return from_data_line(run_dir, r"\| unigram baseline ([0-9.]+) nats$")
 
 
 def run_config(run_dir):
@@ -86,22 +92,26 @@ def side_by_side(runs):
                      last, under))
         config = run_config(run)
         same = {k: v for k, v in config.items() if k not in ("seed", "out_dir", "resume")}
-        if config:
-            validations.add((config.get("mask_rate"), config.get("eval_seqs")))
-        if same and under is not None:  # one run a seed: a rerun of it (other threads, say) is not another seed
-            groups.setdefault(json.dumps(same, sort_keys=True), {}).setdefault(config.get("seed"), (rows[-1][0], under))
+        if config and under is not None:  # the rows it scored: eval_seqs, or all the validation set holds
+            rows_scored = min(config.get("eval_seqs", 0), from_data_line(run, r"'val': (\d+)") or math.inf)
+            validations.add((config.get("mask_rate"), rows_scored))
+        if same and under is not None and "seed" in config:  # one run a seed: a rerun of it is not another seed
+            groups.setdefault(json.dumps(same, sort_keys=True), {}).setdefault(config["seed"], (rows[-1][0], under))
     seeds = {tuple(n for n, _ in g.values()): [u for _, u in g.values()] for g in groups.values() if len(g) > 1}
     spreads = {names: max(u) - min(u) for names, u in seeds.items()}
     noise = max(spreads.values(), default=None)
+    n_seeds = len(max(spreads, key=spreads.get)) if spreads else 0  # the seeds that measured the noise
     print(f"{'run':<24} {'steps':>7} {'tokens':>12} {'val loss':>9} {'under unigram':>14}  vs the first")
     for i, (name, step, tokens, last, under) in enumerate(rows):
         diff = "" if i == 0 or under is None or rows[0][4] is None else f"{under - rows[0][4]:+.3f}" + (
-            "" if noise is None else f" ({'within' if abs(under - rows[0][4]) <= noise else 'outside'} the noise)")
+            "" if noise is None else " (within the noise)" if abs(under - rows[0][4]) <= noise else
+            f" (beyond the spread of {n_seeds} seeds)")
         print(f"{name:<24} {step:>7,} {tokens or 0:>12,} {last if last is not None else float('nan'):>9.4f} "
               f"{under if under is not None else float('nan'):>+14.3f}  {diff}")
     for names, spread in spreads.items():  # the mean and spread are what a row of docs/records.md gives
         print(f"seeds: {', '.join(names)} differ only in --seed: mean {sum(seeds[names]) / len(names):+.3f}, spread "
-              f"{spread:.3f} nats under unigram")
+              f"{spread:.3f} nats under unigram" + (" (few seeds see less of the noise than many: the tiny preset's "
+                                                   "five spread 0.073, the README)" if len(names) < 5 else ""))
     if len(validations) > 1:
         print("these runs' validation losses do not compare: they mask at other rates or score other rows (mask_rate, "
               f"eval_seqs: {', '.join(map(str, sorted(validations, key=str)))}); to change training's masking, "

@@ -109,7 +109,7 @@ def test_unknown_exercise_and_missing_file_are_one_line_errors(tmp_path):
         exercises.main(["maskin"])
     with pytest.raises(SystemExit, match="no file .*nope.py"):
         exercises.main(["masking", "--file", str(tmp_path / "nope.py")])
-    with pytest.raises(SystemExit, match="'#' reached the script: your shell passed a comment on"):  # zsh, cmd
+    with pytest.raises(SystemExit, match="'#' reached the script: your shell passed the comment on to it"):  # zsh, cmd
         exercises.main(["show", "masking", "#", "the", "assignment"])
 
 

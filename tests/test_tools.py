@@ -90,9 +90,11 @@ def test_plot_prints_runs_side_by_side_and_calls_a_difference_inside_the_seeds_s
     assert plot.side_by_side([(r, *plot.read_metrics(r)) for r in (a, b, hot, close)]) == pytest.approx(0.06)
     lines = capsys.readouterr().out.splitlines()
     assert lines[1].split()[:5] == ["seed0", "20", "81,920", "6.2000", "+1.900"]
-    assert lines[2].endswith("+0.060 (within the noise)") and lines[3].endswith("+0.200 (outside the noise)")
+    assert lines[2].endswith("+0.060 (within the noise)")
+    assert lines[3].endswith("+0.200 (beyond the spread of 2 seeds)")
     assert lines[4].endswith("+0.040 (within the noise)")
-    assert lines[5] == "seeds: seed0, seed1 differ only in --seed: mean +1.930, spread 0.060 nats under unigram"
+    assert lines[5].startswith("seeds: seed0, seed1 differ only in --seed: mean +1.930, spread 0.060 nats under unigram"
+                               " (few seeds see less of the noise than many")
     plot.side_by_side([(r, *plot.read_metrics(r)) for r in (a, hot)])
     assert "no two runs here differ only in --seed" in capsys.readouterr().out
 
@@ -104,6 +106,17 @@ def test_plot_counts_a_rerun_of_one_seed_as_no_noise_and_says_when_validation_di
     out = capsys.readouterr().out
     assert "seeds:" not in out and "the noise is unknown" in out, out  # the same seed twice: no spread
     assert "validation losses do not compare" in out and "(0.15, 512), (0.25, 512)" in out, out
+    log = tmp_path / "again" / "log.txt"  # its config without a seed (a log from elsewhere): not counted as a seed
+    log.write_text(re.sub(r',? "seed": 0', "", log.read_text()))
+    assert "seed" not in plot.run_config(again)
+    plot.side_by_side([(r, *plot.read_metrics(r)) for r in (first, again, with_log(tmp_path / "s1", 1.95, seed=1))])
+    assert "seeds: first, s1 differ only in --seed" in capsys.readouterr().out
+    for run, seqs in ((first, 512), (again, 1024)):  # both score all 83 validation rows: they compare
+        with_log(Path(run), 1.9, seed=0, eval_seqs=seqs)
+        (Path(run) / "log.txt").write_text((Path(run) / "log.txt").read_text().replace("data: data |",
+                                                                                      "data: data | {'val': 83} |"))
+    plot.side_by_side([(r, *plot.read_metrics(r)) for r in (first, again)])
+    assert "do not compare" not in capsys.readouterr().out
 
 
 def test_plot_draws_the_unigram_baseline_from_the_log_dashed_and_a_run_without_a_log_still_plots(tmp_path):
@@ -173,18 +186,23 @@ def test_readme_gives_exactly_two_setup_commands_and_ci_runs_both():
         "CI must run the README's main-job command verbatim"
 
 
-def test_the_commands_a_learner_or_a_class_copies_carry_no_comment_that_zsh_or_cmd_would_pass_on():
-    """macOS's zsh and Windows' cmd hand `#` and what follows to the script (docs/setup.md, section 6): the README's,
-    the class pages' and a student copy's CLASS.md's command lines end without one."""
+def test_the_commands_users_copy_carry_no_comment_that_zsh_or_cmd_would_pass_on():
+    """macOS's zsh and Windows' cmd hand `#` and what follows to the script (docs/setup.md, section 6): no command
+    line of the README, a docs page (not the lab notebook: commands as they ran), a student copy's CLASS.md or a
+    teacher's answers.md ends with one, in a fenced block or in inline code."""
     import classroom
-    page = classroom.class_page({"masking": {"write": ["mask_tokens"], "points": 6, "minutes": 30, "needs": []}},
-                                ["masking"], True)
-    for name, text in [("README.md", README), ("docs/exercises.md", PAGES["docs/exercises.md"]),
-                       ("docs/teaching.md", PAGES["docs/teaching.md"]), ("CLASS.md", page)]:
-        blocks = re.findall(r"```(?:bash|sh)?\n(.*?)```", text, flags=re.S)
-        commented = [line for block in blocks for line in block.splitlines()
-                     if re.match(r"\s*(python|pip|torchrun)\b", line) and re.search(r"\s#", line)]
+    masking = {"masking": {"write": ["mask_tokens"], "points": 6, "minutes": 30, "needs": [], "title": "t",
+                           "paper": "p", "text": "x", "code": "pass"}}
+    pages = {**{name: text for name, text in PAGES.items() if name != "docs/notes.md"},
+             "CLASS.md": classroom.class_page(masking, ["masking"], True),
+             "answers.md": classroom.answers_page(masking)}
+    for name, text in pages.items():
+        lines = [line for block in re.findall(r"```[a-z]*\n(.*?)```", text, flags=re.S) for line in block.splitlines()]
+        lines += re.findall(r"`((?:python|pip|torchrun|hf|git) [^`]+)`", text)
+        commented = [line for line in lines if re.match(r"\s*(python|pip|torchrun|hf|git)\b", line)
+                     and re.search(r"\s#", line)]
         assert not commented, f"{name}: a comment after a command, which zsh and cmd pass on: {commented}"
+    assert "docs/gpu.md" in pages and "docs/exercises.md" in pages
 
 
 def test_nothing_a_user_reads_or_runs_points_at_our_machines_shared_folder():
