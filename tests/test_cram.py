@@ -429,8 +429,9 @@ def test_bad_inputs_get_one_line_errors(tmp_path):
 
 @pytest.mark.parametrize("flags, message", [
     (["--lr", "nan"], "finite"), (["--lr", "-1"], "--lr and --grad_clip must be > 0"),
-    (["--grad_clip", "0"], "--grad_clip must be > 0"), (["--mask_rate", "0"], "--mask_rate, and"),
-    (["--mask_rate", "1.5"], "--mask_rate"), (["--mask_from", "1"], "--mask_from and --mask_to when"),
+    (["--grad_clip", "0"], "--grad_clip must be > 0"), (["--mask_rate", "0"], "--mask_rate, --mask_from"),
+    (["--mask_rate", "1.5"], "--mask_rate"), (["--mask_from", "1"], "--mask_from and --mask_to must be"),
+    (["--mask_to", "0.25"], "--mask_to needs --mask_from"),
     (["--mask_from", "0.3", "--mask_to", "0"], "must be between 0 and 1"), (["--mask_from", "-0.3"], "--mask_from"),
     (["--n_embd", "100", "--n_head", "3"], "split into 3 equal heads"),
     (["--n_embd", "127", "--n_head", "1"], "even (sin/cos pairs)"),
