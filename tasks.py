@@ -73,6 +73,8 @@ def file_task(args):
     written with a decimal point (floats: a row whose label is not a number is skipped, and named), else classes named
     by the label values (sorted)."""
     columns, rows = read_table(args.train_file)
+    if not rows:
+        raise no_rows(args.train_file, columns)
     if args.text_columns:
         text = [c.strip() for c in args.text_columns.split(",")]
         if not 1 <= len(text) <= 2 or not all(text):
@@ -123,7 +125,7 @@ def read_table(path, header=True, guess_encoding=True):
         try:
             if not guess_encoding:
                 raise e
-            text = raw.decode("cp1252")
+            text = raw.removeprefix(b"\xef\xbb\xbf").decode("cp1252")  # a UTF-8 mark before Windows bytes: dropped
             if path not in NOTED:  # once a file: finetune_glue.py reads a training file twice (columns, then rows)
                 NOTED.add(path)
                 print(f"note: {path} is not UTF-8 (byte {raw[e.start]:#x} at {e.start}): read as Windows-1252, what "
@@ -157,8 +159,15 @@ def read_table(path, header=True, guess_encoding=True):
         except csv.Error as e:  # a NUL byte, a stray carriage return: not a text file
             raise CramError(f"{path} line {lines.line_num} is not CSV ({e}): save it as CSV UTF-8") from None
     columns = ([c.strip() for c in records.pop(0)[1]] if header else list(range(len(records[0][1])))) if records else []
+    if kind == ".csv" and len(columns) == 1 and "\t" in columns[0]:
+        raise CramError(f"{path}: its header holds tabs, not commas: a tab-separated file must be named .tsv")
     return columns, [(n, dict(zip(columns, fields)) if len(fields) == len(columns) else
                       f"{len(fields)} fields, expected {len(columns)}") for n, fields in records]
+
+
+def no_rows(path, columns):
+    what = "holds its header and no rows" if columns else "is empty"
+    return CramError(f"{path} {what}: it needs a header line and rows")
 
 
 def check_columns(path, columns, wanted):
@@ -174,7 +183,7 @@ def read_split(task, path, limit=0, labelled=True):
     label its training file lacks: one line names it."""
     columns, rows = read_table(path, header=not isinstance(task.columns[0], int), guess_encoding=not task.hub)
     if not rows:
-        raise CramError(f"{path} is empty: it needs a header line and rows")
+        raise no_rows(path, columns)
     wanted = [c for c in task.columns[:3 if labelled else 2] if c is not None]
     check_columns(path, columns, wanted)
     ids = {name: i for i, name in enumerate(task.labels or ())}

@@ -281,8 +281,15 @@ def test_bad_own_task_inputs_are_one_line_errors_and_write_nothing(ckpt, tmp_pat
     single = write(tmp_path / "single.csv", rows(5, label=lambda i: "sport"))
     (tmp_path / "foreign").mkdir()
     (tmp_path / "foreign" / "notes.txt").write_text("my thesis", encoding="utf-8")
+    (tmp_path / "header.csv").write_text("sentence,label\n", encoding="utf-8")
+    (tmp_path / "tabs.csv").write_text("sentence\tlabel\nthe cat\tpets\n", encoding="utf-8")
     base = [ckpt, "--epochs", "1", "--seeds", "1", "--device", "cpu", "--out", tmp_path / "out"]
     cases = {
+        "empty.csv is empty: it needs a header line and rows": ["--train_file", tmp_path / "empty.csv",
+                                                                "--validation_file", good],
+        "header.csv holds its header and no rows": ["--train_file", tmp_path / "header.csv", "--validation_file", good],
+        "tabs.csv: its header holds tabs, not commas: a tab-separated file must be named .tsv":
+            ["--train_file", tmp_path / "tabs.csv", "--validation_file", good],
         "has no column 'review'; its columns are ['sentence', 'label']":
             ["--train_file", good, "--validation_file", good, "--text_columns", "review"],
         "empty.csv is empty": ["--train_file", good, "--validation_file", tmp_path / "empty.csv"],
@@ -387,8 +394,10 @@ def test_excel_s_windows_csv_semicolons_and_spaced_headers_read_as_meant(tmp_pat
     (tmp_path / "cp1252.csv").write_bytes("text,label\r\ncafé très bon,positif\r\nmauvais,négatif\r\n".encode("cp1252"))
     columns, rows = tasks.read_table(str(tmp_path / "cp1252.csv"))
     tasks.read_table(str(tmp_path / "cp1252.csv"))  # read again (finetune_glue.py reads a training file twice)
+    (tmp_path / "bom1252.csv").write_bytes(b"\xef\xbb\xbf" + "text,label\r\ncafé,positif\r\n".encode("cp1252"))
+    assert tasks.read_table(str(tmp_path / "bom1252.csv"))[0] == ["text", "label"]  # a UTF-8 mark on Windows bytes
     assert [r["label"] for _, r in rows] == ["positif", "négatif"]
-    assert capsys.readouterr().err.count("read as Windows-1252") == 1  # said once a file
+    assert capsys.readouterr().err.count("read as Windows-1252") == 2  # said once a file: these two
     (tmp_path / "semi.csv").write_text('Text ; Label\n"a; b";1\nc;0\n', encoding="utf-8")
     columns, rows = tasks.read_table(str(tmp_path / "semi.csv"))
     assert columns == ["Text", "Label"] and [r["Text"] for _, r in rows] == ["a; b", "c"]
