@@ -41,7 +41,7 @@ from cram import CramError, CrammedBERT, pick_device
 from hardware import Replay, amp_dtype, autocast, run_info, safe_console, seeds_at_once, together, use_cuda_graphs
 from official import load_pretrained  # a cram.py checkpoint or the paper's released folder
 from tasks import (GLUE, INTERVALS, average, baseline, compute_metrics, count, difference, file_task, glue_task,
-                   intervals, load_task, markdown, one_row)
+                   intervals, load_task, markdown, one_row, scored)
 from tokenizer import load_tokenizer
 
 # Recipes, named by the checkpoint's preset; every value is also a flag, which wins. The paper's "GLUE-sane" set:
@@ -208,8 +208,7 @@ def run_task(task, train, devs, weights, cfg, tok, args, device, outputs, report
                                    "baseline": trivial, "interval": spread, "one_row": small}
         outputs[f"predictions/{name}{'.random_init' * random_init}.tsv"] = "index\tprediction\tlabel\n" + "".join(
             f"{i}\t{name_of(p)}\t{name_of(y)}\n" for i, (p, y) in enumerate(zip(preds[pick][name], dev.labels)))
-        print(f"{name}{' (random init)' * random_init}: " + ", ".join(
-            f"{k} {v:.2f} [{spread[k][0]:.1f}, {spread[k][1]:.1f}]" for k, v in median.items()) +
+        print(f"{name}{' (random init)' * random_init}: " + scored(median, runs[pick], pick, spread) +
               f" (median of {count(args.seeds, 'seed')}, the 95% interval on seed {pick}'s predictions; "
               f"{len(train_ids)} train rows, {sum(info['train_s']):.0f} s training)"
               f"; no model ({'the training mean' if task.labels is None else 'the majority class'}): " +

@@ -322,6 +322,14 @@ def intervals(task, preds, labels):
     return {m: wilson(right, len(labels)) if m == "acc" else interval(draws[m]) for m in task.metrics}, draws
 
 
+def scored(median, kept, seed, spread):
+    """"acc 80.00 [54.8, 93.0], ...": each metric's median over the seeds with the 95% interval of one seed's
+    predictions (`seed`, scoring `kept`); where that seed scored another number than the median, it is given too."""
+    return ", ".join(f"{k} {v:.2f} " + (f"[{lo:.1f}, {hi:.1f}]" if abs(v - kept[k]) < 5e-3 else
+                                        f"(seed {seed}: {kept[k]:.2f} [{lo:.1f}, {hi:.1f}])")
+                     for k, v in median.items() for lo, hi in [spread[k]])
+
+
 def one_row(task, preds, labels):
     """How far one evaluation row moves the score, in words: a classification's accuracy moves 100 / N points per row;
     a regression's first metric, the most that leaving out one row moves it. None from SMALL rows on: little."""

@@ -160,3 +160,11 @@ def test_progress_bars_only_on_a_terminal_and_one_seed_is_a_seed(ckpt, student, 
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)  # a terminal: the bar, as before
     fg.main(args)
     assert "student 0:" in capfd.readouterr().err
+
+
+def test_a_median_beside_another_seed_s_interval_names_that_seed_s_own_score():
+    """The printed line gives each metric's median over the seeds and the interval of the kept seed's predictions;
+    where the two seeds tie on accuracy but not on F1 (a trial: 76.79 printed, 71.53 kept), the kept seed's F1 too."""
+    line = tasks.scored({"acc": 80.0, "macro_f1": 76.79}, {"acc": 80.0, "macro_f1": 71.53}, 2,
+                        {"acc": (54.8, 93.0), "macro_f1": (43.4, 94.3)})
+    assert line == "acc 80.00 [54.8, 93.0], macro_f1 76.79 (seed 2: 71.53 [43.4, 94.3])"
