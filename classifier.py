@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 from cram import Config, CramError, CrammedBERT
 from hardware import amp_dtype, autocast
-from tasks import METRICS
+from tasks import METRICS, count
 from tokenizer import load_tokenizer
 
 
@@ -42,8 +42,8 @@ def encode(tok, split, max_len):
     cls, sep, ids_a = tok.special["cls"], tok.special["sep"], tok.encode_batch(split.a)
     ids_b = None if split.b is None else tok.encode_batch(split.b)
     if lost := [t for t, ids in zip(split.a + (split.b or []), ids_a + (ids_b or [])) if t.strip() and not ids]:
-        print(f"warning: {len(lost)} texts hold no token the tokenizer keeps (e.g. {lost[0][:40]!r}), so the model "
-              "reads them as empty: a tokenizer of English ASCII drops other scripts and emoji", file=sys.stderr)
+        print(f"warning: no token the tokenizer keeps in {count(len(lost), 'text')} (e.g. {lost[0][:40]!r}): the model "
+              "reads it as empty; a tokenizer of English ASCII drops other scripts and emoji", file=sys.stderr)
     if split.b is None and not tok.single_as_pair:
         return [[cls] + a[:max_len - 2] + [sep] for a in ids_a]
     ids_b = ids_b or [[]] * len(ids_a)

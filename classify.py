@@ -89,7 +89,11 @@ def label_file(path, output, task, info, labeller):
                 for n, r in rows if isinstance(r, dict)]
     added = ["prediction", *(["probability"] if info["labels"] else [])]
     write_rows(output, [c for c in columns if c not in added] + added, labelled)
-    print(f"wrote {len(labelled)} rows to {output}, {len(done)} labelled")
+    print(f"wrote {len(labelled)} rows to {output}, {len(done)} with a prediction"
+          + (f" (the other {len(labelled) - len(done)}: no usable text)" if len(done) < len(labelled) else ""))
+    if task.columns[2] not in columns:  # a file of new texts, or its true labels under another name
+        print(f"no metric: {path} has no column {task.columns[2]!r}; if another holds its true labels, name it with "
+              "--label_column")
     score(task, info, split.rows, preds, path)
     return shown
 

@@ -215,7 +215,8 @@ def read_split(task, path, limit=0, labelled=True):
         if len(kept) == limit:
             break
     if bad:
-        print(f"warning: {path}: skipped {len(bad)} malformed rows ({'; '.join(bad[:3])}{'; ...' * (len(bad) > 3)})",
+        print(f"warning: {path}: skipped {count(len(bad), 'malformed row')} ({'; '.join(bad[:3])}"
+              f"{'; ...' * (len(bad) > 3)})",
               file=sys.stderr)
     if not kept:
         raise CramError(f"{path} has no usable rows ({bad[0]}): it is not this task's file, or damaged")

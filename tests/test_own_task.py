@@ -123,8 +123,8 @@ def test_a_stray_n_a_in_float_labels_keeps_the_regression_its_rows_skipped_and_n
              "--save_model", str(tmp_path / "m"), "--out", str(tmp_path), "--epochs", "1", "--seeds", "1",
              "--device", "cpu"])
     err = capsys.readouterr().err
-    assert "train.csv: skipped 1 malformed rows (line 6: the label 'N/A' is not a number)" in err
-    assert "dev.csv: skipped 1 malformed rows (line 8: the label 'N/A' is not a number)" in err
+    assert "train.csv: skipped 1 malformed row (line 6: the label 'N/A' is not a number)" in err
+    assert "dev.csv: skipped 1 malformed row (line 8: the label 'N/A' is not a number)" in err
     assert [t["n_train"] for t in json.loads((tmp_path / "glue.json").read_text("utf-8"))["tasks"].values()] == [23]
     classify.main(["--device", "cpu", str(tmp_path / "m"), "--input", dev])
     out, err = capsys.readouterr()
@@ -313,7 +313,7 @@ def test_empty_texts_are_skipped_and_named_in_one_warning(tmp_path, capsys):
     items[2]["sentence"] = "  "
     path = write(tmp_path / "t.csv", items)
     split = tasks.read_split(task_of(path), path)
-    assert len(split.a) == 4 and "skipped 1 malformed rows (line 4: 'sentence' is empty)" in capsys.readouterr().err
+    assert len(split.a) == 4 and "skipped 1 malformed row (line 4: 'sentence' is empty)" in capsys.readouterr().err
 
 
 def test_classify_refuses_empty_text_a_pair_without_sep_and_overwriting_its_input(kept):
@@ -416,7 +416,7 @@ def test_texts_the_tokenizer_cannot_read_are_named_in_a_warning(capsys):
         special, single_as_pair = {"cls": 2, "sep": 3}, False
         encode_batch = staticmethod(lambda texts: [[5] * t.isascii() for t in texts])
     fg.encode(Tok, tasks.Split(["good", "Это отличный товар", "👍"], None, None, None), 16)
-    assert "2 texts hold no token the tokenizer keeps (e.g. 'Это отличный товар')" in capsys.readouterr().err
+    assert "no token the tokenizer keeps in 2 texts (e.g. 'Это отличный товар')" in capsys.readouterr().err
 
 
 def test_the_first_rows_of_a_sorted_file_must_hold_every_class(ckpt, tmp_path):
@@ -445,6 +445,14 @@ def test_classify_writes_every_row_keeps_json_types_and_scores_falsy_labels(ckpt
     printed = capsys.readouterr()
     written = json.loads((tmp_path / "new" / "out.json").read_text(encoding="utf-8"))
     assert len(written) == 13 and written[5]["prediction"] == "" and "on the 12 labelled rows" in printed.out
+    assert "13 rows to" in printed.out and "12 with a prediction (the other 1: no usable text)" in printed.out
+    renamed = write(tmp_path / "renamed.jsonl", [{"text": r["text"], "category": r["label"]} for r in items])
+    classify.main(["--device", "cpu", str(tmp_path / "m"), "--input", renamed])
+    printed = capsys.readouterr().out
+    assert "no metric: " in printed and "has no column 'label'; if another holds its true labels, name it" in printed
+    classify.main(["--device", "cpu", str(tmp_path / "m"), "--input", renamed, "--label_column", "category",
+                   "--overwrite"])
+    assert "on the 12 labelled rows" in capsys.readouterr().out
     assert all(isinstance(r["prediction"], int) for r in written if r["text"].strip())
     classify.main(["--device", "cpu", str(tmp_path / "m"), "--input", str(tmp_path / "new" / "out.json")])  # again
     again = json.loads((tmp_path / "new" / "out.predicted.json").read_text(encoding="utf-8"))
