@@ -84,7 +84,7 @@ def side_by_side(runs):
     nats under unigram; a difference inside it is within the noise (too small to tell from another seed). A rerun of
     the same seed is not another seed; runs whose validation differs (--mask_rate, --eval_seqs) are said not to
     compare."""
-    rows, groups, validations = [], {}, set()
+    rows, groups, validations, keys = [], {}, set(), []
     for run, steps, evals in runs:
         base, last = unigram_baseline(run), evals[-1]["val_loss"] if evals else None
         under = base - last if base is not None and last is not None else None
@@ -95,8 +95,9 @@ def side_by_side(runs):
         if config and under is not None:  # the rows it scored: eval_seqs, or all the validation set holds
             rows_scored = min(config.get("eval_seqs", 0), from_data_line(run, r"'val': (\d+)") or math.inf)
             validations.add((config.get("mask_rate"), rows_scored))
-        if same and under is not None and "seed" in config:  # one run a seed: a rerun of it is not another seed
-            groups.setdefault(json.dumps(same, sort_keys=True), {}).setdefault(config["seed"], (rows[-1][0], under))
+        keys.append(json.dumps(same, sort_keys=True) if same and under is not None and "seed" in config else None)
+        if keys[-1]:  # one run a seed: a rerun of it is not another seed
+            groups.setdefault(keys[-1], {}).setdefault(config["seed"], (rows[-1][0], under))
     seeds = {tuple(n for n, _ in g.values()): [u for _, u in g.values()] for g in groups.values() if len(g) > 1}
     spreads = {names: max(u) - min(u) for names, u in seeds.items()}
     noise = max(spreads.values(), default=None)
@@ -104,6 +105,7 @@ def side_by_side(runs):
     print(f"{'run':<24} {'steps':>7} {'tokens':>12} {'val loss':>9} {'under unigram':>14}  vs the first")
     for i, (name, step, tokens, last, under) in enumerate(rows):
         diff = "" if i == 0 or under is None or rows[0][4] is None else f"{under - rows[0][4]:+.3f}" + (
+            " (another seed of the first: the noise itself)" if keys[i] and keys[i] == keys[0] else
             "" if noise is None else " (within the noise)" if abs(under - rows[0][4]) <= noise else
             f" (beyond the spread of {n_seeds} seeds)")
         print(f"{name:<24} {step:>7,} {tokens or 0:>12,} {last if last is not None else float('nan'):>9.4f} "
@@ -281,6 +283,7 @@ def main(argv=None):
 
     fig, (ax_loss, ax_lr, ax_batch) = plt.subplots(3, 1, figsize=(7, 8), sharex=True,
                                                    gridspec_kw={"height_ratios": [2, 1, 1]})
+    baselines = set()
     for i, (run, steps, evals) in enumerate(runs):
         color = f"C{i}"
         budget = [scale * s[key] for s in steps]
@@ -291,12 +294,13 @@ def main(argv=None):
                      label=f"{name}: validation" + " (train faint)" * (not compare))
         if evals and "val_loss_mask" in evals[0] and not compare:  # written by cram.py since 2026-11-23
             ax_loss.plot(at, [e["val_loss_mask"] for e in evals], "s--", color=color, label=f"{name}: [MASK] slots")
-        if (unigram := unigram_baseline(run)) is not None:  # the bar to get under: where pretraining starts from
+        if (unigram := unigram_baseline(run)) is not None and unigram not in baselines:  # the bar to get under
             ax_loss.axhline(unigram, color=color, ls="--", lw=1, label=f"{name}: unigram baseline {unigram:.2f}")
+            baselines.add(unigram)  # runs on the same data share one line
         ax_lr.plot(budget, [s["lr"] for s in steps], color=color)
         ax_batch.plot(budget, [s["batch"] for s in steps], color=color)
     ax_loss.set_ylabel("MLM loss (nats)")
-    ax_loss.legend()
+    ax_loss.legend(fontsize="small" if len(runs) < 3 else "x-small", ncol=1 if len(runs) < 3 else 2)
     ax_lr.set_ylabel("learning rate")
     ax_batch.set_ylabel("batch (sequences)")
     ax_batch.set_xlabel(label)

@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -90,7 +91,7 @@ def test_plot_prints_runs_side_by_side_and_calls_a_difference_inside_the_seeds_s
     assert plot.side_by_side([(r, *plot.read_metrics(r)) for r in (a, b, hot, close)]) == pytest.approx(0.06)
     lines = capsys.readouterr().out.splitlines()
     assert lines[1].split()[:5] == ["seed0", "20", "81,920", "6.2000", "+1.900"]
-    assert lines[2].endswith("+0.060 (within the noise)")
+    assert lines[2].endswith("+0.060 (another seed of the first: the noise itself)")
     assert lines[3].endswith("+0.200 (beyond the spread of 2 seeds)")
     assert lines[4].endswith("+0.040 (within the noise)")
     assert lines[5].startswith("seeds: seed0, seed1 differ only in --seed: mean +1.930, spread 0.060 nats under unigram"
@@ -135,6 +136,11 @@ def test_plot_draws_the_unigram_baseline_from_the_log_dashed_and_a_run_without_a
     baseline = drawn[0]["a: unigram baseline 7.12"]
     assert list(baseline.get_ydata()) == [7.1234, 7.1234] and baseline.get_linestyle() == "--"
     assert not any("b: unigram" in label for label in drawn[0]) and (tmp_path / "both.png").is_file()
+    shutil.copytree(a, tmp_path / "c")  # a second run on the same data: one baseline line for both
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(figure.Figure, "savefig", keep)
+        plot.main([str(a), str(tmp_path / "c"), "--png", str(tmp_path / "same.png")])
+    assert [label for label in drawn[1] if "unigram" in label] == ["a: unigram baseline 7.12"]
 
 
 def test_plot_says_in_one_line_that_an_older_run_lacks_the_compute_axis(tmp_path):
