@@ -129,8 +129,12 @@ def check_save_dir(path, tasks):
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir()) and not is_classifier(folder)):
         raise CramError(f"--save_model {path} holds something that is not a saved classifier: choose a new or empty "
                         "folder (a folder it did not write is never overwritten)")
-    if is_classifier(folder):
-        print(f"note: --save_model {path} holds a saved classifier: the new one will replace it")
+    if is_classifier(folder):  # the same task's, trained again: replaced; another task's: kept
+        old = json.loads((folder / "classifier.json").read_text(encoding="utf-8")).get("task")
+        if old != tasks[0].name:
+            raise CramError(f"--save_model {path} holds the classifier of another task ({old!r}, not "
+                            f"{tasks[0].name!r}): name another folder, or delete that one first")
+        print(f"note: --save_model {path} holds this task's saved classifier: the new one will replace it")
 
 
 def is_classifier(folder):

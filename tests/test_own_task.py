@@ -388,6 +388,17 @@ def test_a_saved_classifier_is_replaced_whole_by_a_new_one_never_half(kept, ckpt
     assert not list(tmp.glob("model.tmp-*"))
 
 
+def test_a_saved_classifier_of_another_task_is_never_replaced(kept, ckpt, tmp_path):
+    tmp, _, _, _ = kept  # its task: "pairs" (the training file's folder)
+    before = {p.name: p.read_bytes() for p in (tmp / "model").iterdir()}
+    other = write(tmp_path / "topics.csv", rows(9))
+    with pytest.raises(SystemExit, match="holds the classifier of another task \\('pairs', not 'topics'\\): name "
+                                         "another folder"):
+        fg.main([str(ckpt), "--train_file", other, "--validation_file", other, "--save_model", str(tmp / "model"),
+                 "--out", str(tmp_path), "--epochs", "1", "--seeds", "1", "--device", "cpu"])
+    assert {p.name: p.read_bytes() for p in (tmp / "model").iterdir()} == before
+
+
 # ---------------------------------------------------------------------------------------------- what a student's files do
 
 def test_excel_s_windows_csv_semicolons_and_spaced_headers_read_as_meant(tmp_path, capsys):
