@@ -26,17 +26,22 @@ import torch
 from classifier import decide, encode, load_classifier, predict  # the fine-tuned model, and the kept folder
 from cram import CramError, pick_device
 from hardware import safe_console
-from tasks import INTERVAL_WORDS, NUMBER, Split, Task, compute_metrics, intervals, one_row, read_split, read_table
+from tasks import INTERVAL_WORDS, NUMBER, Split, Task, compute_metrics, excel_style, intervals, one_row, read_split
+from tasks import read_table
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # Labelling texts, and a file written back with the predictions.
 
-def write_rows(path, columns, rows):
-    """rows (dicts) to path as .csv, .tsv (tabs and newlines in a value become spaces), .json or .jsonl; atomic."""
+def write_rows(path, columns, rows, like=None):
+    """rows (dicts) to path as .csv, .tsv (tabs and newlines in a value become spaces), .json or .jsonl; atomic. A
+    .csv as Excel wrote `like` (a .csv): its separator, and a byte-order mark if it had one or was Windows-1252 (Excel
+    then reads the UTF-8 as such)."""
     kind, buf = Path(path).suffix.lower(), io.StringIO()
+    separator, marked = excel_style(like) if like and Path(like).suffix.lower() == ".csv" else (",", False)
     if kind == ".csv":
-        writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n", extrasaction="ignore")
+        writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n", extrasaction="ignore",
+                                delimiter=separator)
         writer.writeheader()
         writer.writerows(rows)
     elif kind == ".tsv":
@@ -48,7 +53,7 @@ def write_rows(path, columns, rows):
     else:  # .json (label_file checked the name)
         buf.write(json.dumps(rows, ensure_ascii=False, indent=1) + "\n")
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with open(f"{path}.tmp", "w", encoding="utf-8", newline="") as f:  # newline "": the rows' own line ends
+    with open(f"{path}.tmp", "w", encoding="utf-8-sig" if marked and kind == ".csv" else "utf-8", newline="") as f:
         f.write(buf.getvalue())
     os.replace(f"{path}.tmp", path)
 
@@ -88,7 +93,7 @@ def label_file(path, output, task, info, labeller):
                  **({"probability": "" if n not in done else round(probs[done[n]], 6)} if info["labels"] else {})}
                 for n, r in rows if isinstance(r, dict)]
     added = ["prediction", *(["probability"] if info["labels"] else [])]
-    write_rows(output, [c for c in columns if c not in added] + added, labelled)
+    write_rows(output, [c for c in columns if c not in added] + added, labelled, like=path)
     print(f"wrote {len(labelled)} rows to {output}, {len(done)} with a prediction"
           + (f" (the other {len(labelled) - len(done)}: no usable text)" if len(done) < len(labelled) else ""))
     if task.columns[2] not in columns:  # a file of new texts, or its true labels under another name

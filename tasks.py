@@ -106,6 +106,19 @@ def file_task(args):
 NOTED = set()  # the files read_table has said are Windows-1252
 
 
+def excel_style(path):
+    """(separator, byte-order mark?) of a .csv, to write one back as it came: ";" where its first line holds ";" and
+    no "," (European Excel), a mark where it had one or is not UTF-8 (Excel's "CSV", Windows-1252)."""
+    raw = Path(path).read_bytes()
+    first = raw.split(b"\n", 1)[0]
+    separator = ";" if b";" in first and b"," not in first else ","
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return separator, True
+    return separator, raw.startswith(b"\xef\xbb\xbf")
+
+
 def read_table(path, header=True, guess_encoding=True):
     """A file's (columns, [(line, {column: value}, or why the row is unusable)]). CSV as Excel writes it (quoted
     fields may hold commas and newlines; `;` between fields, as European Excel writes them, is seen in the header);

@@ -388,6 +388,20 @@ def test_a_saved_classifier_is_replaced_whole_by_a_new_one_never_half(kept, ckpt
     assert not list(tmp.glob("model.tmp-*"))
 
 
+def test_a_file_excel_saved_comes_back_as_excel_reads_it(kept, tmp_path, capsys):
+    tmp, _, _, _ = kept  # a pair task: sentence1, sentence2
+    rows_ = ["sentence1;sentence2;note", "le café est chaud;the cat sat;à voir", "a dog ran;the sun;ok"]
+    (tmp_path / "excel.csv").write_bytes("\r\n".join(rows_).encode("cp1252") + b"\r\n")  # European Excel's "CSV"
+    classify.main(["--device", "cpu", str(tmp / "model"), "--input", str(tmp_path / "excel.csv")])
+    raw = (tmp_path / "excel.predicted.csv").read_bytes()
+    assert raw.startswith(b"\xef\xbb\xbf") and raw.split(b"\n")[0].count(b";") == 4  # Excel reads UTF-8 so marked
+    columns, back = tasks.read_table(str(tmp_path / "excel.predicted.csv"))
+    assert columns[:3] == ["sentence1", "sentence2", "note"] and back[0][1]["note"] == "à voir"
+    (tmp_path / "plain.csv").write_text("sentence1,sentence2\na dog ran,the sun\n", encoding="utf-8")
+    classify.main(["--device", "cpu", str(tmp / "model"), "--input", str(tmp_path / "plain.csv")])
+    assert (tmp_path / "plain.predicted.csv").read_bytes().startswith(b"sentence1,sentence2,prediction")  # as it came
+
+
 def test_a_saved_classifier_of_another_task_is_never_replaced(kept, ckpt, tmp_path):
     tmp, _, _, _ = kept  # its task: "pairs" (the training file's folder)
     before = {p.name: p.read_bytes() for p in (tmp / "model").iterdir()}
