@@ -102,12 +102,17 @@ def side_by_side(runs):
     spreads = {names: max(u) - min(u) for names, u in seeds.items()}
     noise = max(spreads.values(), default=None)
     n_seeds = len(max(spreads, key=spreads.get)) if spreads else 0  # the seeds that measured the noise
+
+    def verdict(i, gap):  # what run i's difference from the first says
+        if keys[i] and keys[i] == keys[0]:
+            return " (another seed of the first: the noise itself)"
+        if noise is None:
+            return ""
+        return " (within the noise)" if abs(gap) <= noise else f" (beyond the spread of {n_seeds} seeds)"
     print(f"{'run':<24} {'steps':>7} {'tokens':>12} {'val loss':>9} {'under unigram':>14}  vs the first")
     for i, (name, step, tokens, last, under) in enumerate(rows):
-        diff = "" if i == 0 or under is None or rows[0][4] is None else f"{under - rows[0][4]:+.3f}" + (
-            " (another seed of the first: the noise itself)" if keys[i] and keys[i] == keys[0] else
-            "" if noise is None else " (within the noise)" if abs(under - rows[0][4]) <= noise else
-            f" (beyond the spread of {n_seeds} seeds)")
+        gap = None if i == 0 or under is None or rows[0][4] is None else under - rows[0][4]
+        diff = "" if gap is None else f"{gap:+.3f}" + verdict(i, gap)
         print(f"{name:<24} {step:>7,} {tokens or 0:>12,} {last if last is not None else float('nan'):>9.4f} "
               f"{under if under is not None else float('nan'):>+14.3f}  {diff}")
     for names, spread in spreads.items():  # the mean and spread are what a row of docs/records.md gives
