@@ -48,7 +48,8 @@ from pathlib import Path
 # the same level), as they hold answers. Folders that hold an earlier release (CLASS_MARKS) are never copied.
 LEAVE_OUT = (".git/", "tests/", ".ci/", "docs/notes.md", "docs/teaching_answers.md", "docs/scaling_tokens.png",
              "docs/scaling_flops.png")
-STRIP = {"docs/scaling.md": ("## What we measured",), "docs/results.md": ("## Size, not shape",)}
+STRIP = {"docs/scaling.md": ("## What we measured",), "docs/results.md": ("## Size, not shape",),
+         "docs/teaching.md": ("## Common slips, and what the student sees",)}  # its fixes: the checks' messages
 CLASS_MARKS = ("CLASS.md", "class.json")  # written into a student copy and a teacher's bundle
 TEXT = (".py", ".md", ".ipynb", ".txt", ".json", ".csv", ".cfg", ".toml", ".yml", ".yaml", ".sh", "")  # "": run
 
@@ -202,7 +203,7 @@ def class_page(exercises, order, checks):
     """CLASS.md of a student copy: what to write (exercises {name: its fields}), an order that works, the commands,
     what the copy leaves out."""
     rows = [f"| `{n}` | {', '.join(f'`{w}`' for w in ex['write'])} | {ex['points']} | {ex['minutes']} | "
-            f"{', '.join(d for d in ex['needs'] if d in exercises)} |" for n, ex in exercises.items()]
+            f"{', '.join(d for d in ex['needs'] if d in exercises)} |" for n, ex in ((n, exercises[n]) for n in order)]
     checking = ("- `python exercises.py check NAME`: PASS, or FAIL with what differs, in your cram.py\n"
                 "- `python exercises.py check all`: every exercise of this copy\n") if checks else ""
     return f"""# Your exercises

@@ -195,7 +195,8 @@ def test_readme_gives_exactly_two_setup_commands_and_ci_runs_both():
 def test_the_commands_users_copy_carry_no_comment_that_zsh_or_cmd_would_pass_on():
     """macOS's zsh and Windows' cmd hand `#` and what follows to the script (docs/setup.md, section 6): no command
     line of the README, a docs page (not the lab notebook: commands as they ran), a student copy's CLASS.md or a
-    teacher's answers.md ends with one, in a fenced block or in inline code."""
+    teacher's answers.md ends with one, in a fenced block or in inline code, and no command block holds a comment
+    line (zsh runs it, its backticks and parentheses too)."""
     import classroom
     masking = {"masking": {"write": ["mask_tokens"], "points": 6, "minutes": 30, "needs": [], "title": "t",
                            "paper": "p", "text": "x", "code": "pass"}}
@@ -208,6 +209,9 @@ def test_the_commands_users_copy_carry_no_comment_that_zsh_or_cmd_would_pass_on(
         commented = [line for line in lines if re.match(r"\s*(python|pip|torchrun|hf|git)\b", line)
                      and re.search(r"\s#", line)]
         assert not commented, f"{name}: a comment after a command, which zsh and cmd pass on: {commented}"
+        alone = [line for block in re.findall(r"```(?:bash|sh)\n(.*?)```", text, flags=re.S)
+                 for line in block.splitlines() if line.lstrip().startswith("#")]  # zsh runs it: `tiny` too
+        assert not alone, f"{name}: a comment line in a command block, which zsh runs as a command: {alone}"
     assert "docs/gpu.md" in pages and "docs/exercises.md" in pages
 
 
