@@ -1,4 +1,4 @@
-"""Cramming: pretrain a BERT on one GPU in one day (Geiping & Goldstein, 2022), in one file.
+"""Cramming: pretrain a BERT on one GPU in one day (Geiping & Goldstein, 2023), in one file.
 
 Launch lines (run prepare.py first, it writes data/):
     python cram.py --preset tiny                          # CPU: a 2 x 128 BERT that learns in 5 minutes

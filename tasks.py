@@ -110,13 +110,17 @@ def excel_style(path):
     """(separator, byte-order mark?) of a .csv, to write one back as it came: ";" where its first line holds ";" and
     no "," (European Excel), a mark where it had one or is not UTF-8 (Excel's "CSV", Windows-1252)."""
     raw = Path(path).read_bytes()
-    first = raw.split(b"\n", 1)[0]
-    separator = ";" if b";" in first and b"," not in first else ","
+    separator = csv_separator(raw.split(b"\n", 1)[0].decode("latin-1"))  # ";" and "," are the same byte in both
     try:
         raw.decode("utf-8")
     except UnicodeDecodeError:
         return separator, True
     return separator, raw.startswith(b"\xef\xbb\xbf")
+
+
+def csv_separator(first_line):
+    """";" where a CSV's first line holds ";" and no "," (European Excel), else ","."""
+    return ";" if ";" in first_line and "," not in first_line else ","
 
 
 def read_table(path, header=True, guess_encoding=True):
@@ -164,10 +168,9 @@ def read_table(path, header=True, guess_encoding=True):
     if kind == ".tsv":  # tabs only: a quote is text
         records = [(n, line.rstrip("\r").split("\t")) for n, line in enumerate(text.split("\n"), 1) if line.strip()]
     else:
-        first = text.split("\n", 1)[0]
         try:
             lines = csv.reader(io.StringIO(text, newline=""),  # "": a quoted field keeps its line ends
-                               delimiter=";" if ";" in first and "," not in first else ",")
+                               delimiter=csv_separator(text.split("\n", 1)[0]))
             records = [(lines.line_num, fields) for fields in lines if any(f.strip() for f in fields)]
         except csv.Error as e:  # a NUL byte, a stray carriage return: not a text file
             raise CramError(f"{path} line {lines.line_num} is not CSV ({e}): save it as CSV UTF-8") from None
