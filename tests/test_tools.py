@@ -108,14 +108,15 @@ def test_plot_counts_a_rerun_of_one_seed_as_no_noise_and_says_when_validation_di
     assert "seeds:" not in out and "the noise is unknown" in out, out  # the same seed twice: no spread
     assert "validation losses do not compare" in out and "(0.15, 512), (0.25, 512)" in out, out
     log = tmp_path / "again" / "log.txt"  # its config without a seed (a log from elsewhere): not counted as a seed
-    log.write_text(re.sub(r',? "seed": 0', "", log.read_text()))
+    log.write_text(re.sub(r',? "seed": 0', "", log.read_text(encoding="utf-8")), encoding="utf-8")
     assert "seed" not in plot.run_config(again)
     plot.side_by_side([(r, *plot.read_metrics(r)) for r in (first, again, with_log(tmp_path / "s1", 1.95, seed=1))])
     assert "seeds: first, s1 differ only in --seed" in capsys.readouterr().out
     for run, seqs in ((first, 512), (again, 1024)):  # both score all 83 validation rows: they compare
         with_log(Path(run), 1.9, seed=0, eval_seqs=seqs)
-        (Path(run) / "log.txt").write_text((Path(run) / "log.txt").read_text().replace("data: data |",
-                                                                                      "data: data | {'val': 83} |"))
+        log = Path(run) / "log.txt"  # the validation set's 83 rows in its data line, as cram.py writes it
+        log.write_text(log.read_text(encoding="utf-8").replace("data: data |", "data: data | {'val': 83} |"),
+                       encoding="utf-8")
     plot.side_by_side([(r, *plot.read_metrics(r)) for r in (first, again)])
     assert "do not compare" not in capsys.readouterr().out
 
@@ -456,13 +457,14 @@ def test_the_gpu_check_stops_a_step_at_its_limit_with_the_processes_it_started(t
     output pipe (the check then waited for them) into the next step."""
     import gpu_check
     pid_file, py = tmp_path / "worker.pid", sys.executable
-    worker = f"import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(90)'])" \
-             f"; open({str(pid_file)!r}, 'w').write(str(p.pid)); print('started', flush=True); time.sleep(90)"
+    worker = ("import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(90)'])"
+              f"; open({str(pid_file)!r}, 'w', encoding='utf-8').write(str(p.pid)); print('started', flush=True)"
+              "; time.sleep(90)")
     monkeypatch.setattr(gpu_check, "steps", lambda args, out: [("slow", 3, [py, "-c", worker], None)])
     t0 = time.time()
     assert gpu_check.main(["--out", str(tmp_path / "check")]) == 1
     assert time.time() - t0 < 30  # not the workers' 90 s
-    pid = int(pid_file.read_text())
+    pid = int(pid_file.read_text(encoding="utf-8"))
     for _ in range(50):  # killed: gone, or a zombie until its parent (init) reaps it
         try:
             os.kill(pid, 0)
@@ -481,7 +483,8 @@ def test_the_gpu_check_stops_a_step_at_its_limit_with_the_processes_it_started(t
 def test_the_gpu_check_reads_a_resume_s_pace_from_its_own_steps_as_numbers(tmp_path):
     import gpu_check
     def write(steps):  # cram.py's two logs, appended to as a run and its resume write them
-        with open(tmp_path / "metrics.jsonl", "a") as m, open(tmp_path / "log.txt", "a") as log:
+        with open(tmp_path / "metrics.jsonl", "a", encoding="utf-8") as m, \
+                open(tmp_path / "log.txt", "a", encoding="utf-8") as log:
             for tok_s, mfu in steps:
                 m.write(json.dumps({"step": 1, "tok_s": tok_s, "batch": 8192}) + "\n")
                 log.write(f"step      1 | loss 7.0 | tok/s {tok_s:9,.0f} | mfu {mfu:>5} | budget  50.0%\n")
