@@ -133,7 +133,8 @@ def finetune(models, ids, labels, args, seeds, device, desc, pace=None):
     train together, as one (hardware.together). The data go to the device once, nothing is read back until the end.
     An epoch's short last batch is filled up with copies of its first example that count 0: one batch size. With
     CUDA graphs a batch is padded to a multiple of 32 tokens: at most 4 shapes (each costs two plain steps), at most
-    31 padded tokens. pace(seconds a step): once, at step 500, the time of steps 300-500."""
+    31 padded tokens. pace(seconds a step, seconds of the first 300): once, at step 500, the time of steps 300-500
+    and of the warm-up before them (compiling, recording graphs)."""
     sizes = [len(s) for s in ids]
 
     def order(seed):  # (steps, B): the example numbers of each step's batch, -1 past an epoch's short last batch
@@ -153,16 +154,16 @@ def finetune(models, ids, labels, args, seeds, device, desc, pace=None):
     rows, real = rows.to(device), real.to(device)
     bar = tqdm(widths.tolist(), desc=desc, unit="step", leave=False, dynamic_ncols=True,
                disable=not sys.stderr.isatty())  # on a terminal only, not in a log file
-    t0 = 0
+    marks = [time.perf_counter()]  # the start, step 300, step 500
     for n, width in enumerate(bar):
         set_lr(lr_at(n, len(rows), args.lr, args.warmup))
         idx = rows[n]                                                                  # (S, B)
         loss = run_step(table[idx, :width], masks[idx, :width], targets[idx], real[n])
         if pace and len(rows) > 500 and n in (300, 500):  # time steps 300 to 500: warmed up, graphs recorded
             getattr(torch, device.type).synchronize()
+            marks.append(time.perf_counter())
             if n == 500:
-                pace((time.perf_counter() - t0) / 200)
-            t0 = time.perf_counter()
+                pace((marks[2] - marks[1]) / 200, marks[1] - marks[0])
     done()
     return loss.tolist()
 
@@ -239,8 +240,9 @@ def parse_args(argv=None):
     p.add_argument("--random_init", action="store_true", help="re-initialise the encoder: no-pretraining baseline")
     p.add_argument("--vs_random", action="store_true", help="also from random weights: both rows, their difference")
     p.add_argument("--device", default="auto", help="auto (the default), cuda, cpu or mps")
-    p.add_argument("--compile", action="store_true", help="torch.compile the model (an experiment, not yet measured "
-                   "here; a probe of the graphed step: 5.50 vs 6.70 ms, H200)")
+    p.add_argument("--compile", action="store_true", help="torch.compile the model: with --seeds_together 0 the "
+                   "fastest step measured (bench.py, H100: 4.37 vs 6.88 ms a step of one run); its compile time here "
+                   "not yet measured")
     p.add_argument("--seeds_together", type=int, default=1, help="a task's seeds trained as one model, in one step "
                    "(default 1: one after another; 0: on a CUDA GPU in bf16 all that fit in half its memory, else 1)")
     for name, value in PAPER.items():  # None: the checkpoint's recipe
@@ -308,14 +310,16 @@ def run(args):
           f"a step); on {device}" + " each step a CUDA graph" * use_cuda_graphs(device))
     paced = {}
 
-    def pace(step_s):  # the first run that times 200 steps: this run's time, and the paper's protocol's, projected
+    def pace(step_s, warm_s):  # the first run that times 200 steps: this run's time, the paper's protocol's
         if not paced:
-            paced.update(step_s=step_s, projected_s=steps * step_s, protocol_h=protocol * step_s / 3600)
+            paced.update(step_s=step_s, warm_up_s=warm_s, projected_s=steps * step_s,
+                         protocol_h=protocol * step_s / 3600)
             print(f"pace: {1e3 * step_s:.2f} ms a step ({count(args.seeds_together, 'seed')} x {args.batch_size} "
                   f"examples, this task's lengths): this run's {steps:,} steps ~ {steps * step_s / 60:.1f} min; the "
                   f"paper's GLUE protocol (8 tasks x 5 epochs x 5 seeds, {PROTOCOL_STEPS:,} batches of 16"
                   + (f", {protocol:,} steps" if protocol != PROTOCOL_STEPS else "") + f") ~ "
-                  f"{protocol * step_s / 3600:.1f} h at this pace (arithmetic: its tasks' lengths differ)")
+                  f"{protocol * step_s / 3600:.1f} h at this pace (arithmetic: its tasks' lengths differ); its first "
+                  f"300 steps took {warm_s:.0f} s (the warm-up: compiling, recording graphs)")
     report = {init: {"table": {}, "baseline": {}, "results": {}, "tasks": {}, "draws": {}} for init in inits}
     outputs = {}
     for task, train, devs in data.values():

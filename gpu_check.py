@@ -1,7 +1,7 @@
 """The GPU check: everything a GPU changes, in one command of a few minutes on one GPU, and one page.
 
     python gpu_check.py                          # the suite, bench, pretraining + resume, fine-tuning, the tools
-    python gpu_check.py --minutes 1 --skip tests # shorter: one minute of pretraining, no suite
+    python gpu_check.py --minutes 0.5 --skip tests  # shorter: half a minute of pretraining, no suite
     python gpu_check.py --glue_dir GLUE          # also RTE from GLUE's TSV files (else the BBC News task alone)
     python gpu_check.py --official ../cramming   # bench also times the paper's own model (a clone of its code)
     python gpu_check.py --experiments            # then fine-tuning under torch.compile (not yet a default)
@@ -41,7 +41,7 @@ def steps(args, out):
                      r"~ ([\d.]+ h)")  # what bench.py --finetune 1,5 prints
     xdist = ["-n", str(args.workers)] if importlib.util.find_spec("xdist") else []  # pytest-xdist, if installed
     plan = [
-        ("tests", 300, [py, "-m", "pytest", "-q", *xdist, "-p", "no:cacheprovider", "tests"],
+        ("tests", 300, [py, "-m", "pytest", "-q", *xdist, "-p", "no:cacheprovider", "--durations", "10", "tests"],
          r"(\d+ passed.*?) in ([\d.]+)s"),
         ("bench", 150, [py, "bench.py", "--preset", args.preset, *micro, "--hf",
                         "--steps", "20", "--rounds", "1", "--profile",
@@ -111,7 +111,8 @@ def steady(run, since=(0, 0)):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="out/gpu_check", help="where the report and each step's output go")
-    p.add_argument("--minutes", type=float, default=2.0, help="minutes of pretraining budget, a third after resume")
+    p.add_argument("--minutes", type=float, default=1.2, help="minutes of pretraining budget, a third of them after "
+                   "the resume (1.2: ~2 minutes of wall time for both, start-up and compiling included)")
     p.add_argument("--micro_batch", type=int, default=0, help="cram.py's and bench.py's micro-batch (default: cram.py "
                    "the preset's, the paper's as many as the GPU allows; bench.py beside HF's BERT half that)")
     p.add_argument("--preset", default="paper", help="cram.py's preset (tiny: a dry run of the paths on a CPU)")

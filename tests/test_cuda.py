@@ -85,11 +85,11 @@ def test_fine_tuning_on_cuda_replays_graphs_learns_and_reports_its_pace(seeds, m
     labels = np.array([int(7 in s) for s in seqs])  # does the word 7 occur: about half of them
     models, paces = [tiny_classifier(0.1, "mean") for _ in range(seeds)], []  # dropout 0.1, as fine-tuning has
     args = argparse.Namespace(**{**fg.TINY, "epochs": 6, "batch_size": 16}, pad_id=0)  # 600 steps
-    losses = fg.finetune(models, seqs, labels, args, list(range(seeds)), GPU, "", paces.append)
+    losses = fg.finetune(models, seqs, labels, args, list(range(seeds)), GPU, "", lambda *p: paces.append(p))
     for model in models:
         accuracy = (classifier.decide(classifier.predict(model.to(GPU), seqs, args, GPU)) == labels).mean()
         assert accuracy > 0.8
-    assert len(losses) == seeds == len(set(losses)) and len(paces) == 1 and 0 < paces[0] < 1
+    assert len(losses) == seeds == len(set(losses)) and len(paces) == 1 and 0 < paces[0][0] < 1 < 1e3 * paces[0][1]
     if use_cuda_graphs(GPU):  # bf16; fp16 GPUs (T4, V100) take the plain step
         assert made and 1 <= len(made[0].graphs) <= 2  # widths 32 and 64: a graph each
 

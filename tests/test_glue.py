@@ -6,6 +6,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -444,6 +445,22 @@ def test_seeds_as_one_model_draw_their_own_dropout():
     args = argparse.Namespace(**{**fg.TINY, "epochs": 1, "batch_size": 16}, pad_id=0)
     losses = fg.finetune(models, seqs, labels, args, [0, 0], torch.device("cpu"), "")
     assert losses[0] != losses[1] and not torch.equal(models[0].head[3].weight, models[1].head[3].weight)
+
+def test_a_long_run_reports_once_its_pace_and_the_warm_up_before_it():
+    """finetune's pace(seconds a step, seconds of the warm-up): once, at step 500, the mean of steps 300-500 and the
+    time of the 300 before them (where compiling and recording graphs go), both of this run's own clock."""
+    rng = np.random.default_rng(0)
+    seqs = [[2] + rng.integers(5, 50, size=rng.integers(3, 10)).tolist() + [3] for _ in range(1040)]
+    torch.manual_seed(0)
+    model = classifier.GlueModel(CrammedBERT(Config(n_layer=1, n_embd=16, n_head=2, ffn_hidden=32), 50, 16), 16, 2, 8,
+                                 0.0, "cls", 3, False)
+    paces, t0 = [], time.perf_counter()
+    args = argparse.Namespace(**{**fg.TINY, "epochs": 1, "batch_size": 2}, pad_id=0)  # 520 steps
+    fg.finetune([model], seqs, np.array([int(7 in s) for s in seqs]), args, [0], torch.device("cpu"), "",
+                lambda *p: paces.append(p))
+    assert len(paces) == 1 and 200 * paces[0][0] + paces[0][1] < time.perf_counter() - t0
+    assert 0 < paces[0][0] < paces[0][1]  # 300 steps take longer than one
+
 
 def test_seeds_as_one_model_run_attention_in_plain_ops_that_vmap_batches_on_any_device():
     """Fused attention kernels have no correct vmap rule for a mask with a vmap dimension on every torch (the CPU's
