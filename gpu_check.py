@@ -41,7 +41,8 @@ def steps(args, out):
                      r"~ ([\d.]+ h)")  # what bench.py --finetune 1,5 prints
     xdist = ["-n", str(args.workers)] if importlib.util.find_spec("xdist") else []  # pytest-xdist, if installed
     plan = [
-        ("tests", 300, [py, "-m", "pytest", "-q", *xdist, "-p", "no:cacheprovider", "--durations", "10", "tests"],
+        ("tests", 300, [py, "-m", "pytest", "-q", "-rs", *xdist, "-p", "no:cacheprovider", "--durations", "10",
+                        "tests"],  # -rs: why each skipped test skipped; then the 10 slowest
          r"(\d+ passed.*?) in ([\d.]+)s"),
         ("bench", 150, [py, "bench.py", "--preset", args.preset, *micro, "--hf",
                         "--steps", "20", "--rounds", "1", "--profile",
