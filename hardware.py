@@ -149,7 +149,8 @@ def seeds_at_once(device, seeds, n_params):
     """finetune_glue.py --seeds_together 0: how many of a task's seeds train as one model (together). Where the step
     is a CUDA graph (batch 16: 4.9-6.9 ms, H200 and H100), all the seeds that fit in half the GPU's memory at 16 bytes
     a parameter (fp32 weights, gradients, AdamW's two moments): the step was thought to be its kernels' count, but 5
-    as one took 4.8x one seed's step on an H100 (notes, 2026-11-26 13:27), so 0 is a choice, not the default.
+    as one took 4.8-4.9x one seed's step on an H100, 3.2x compiled (notes, 2026-11-26 21:00), so 0 is a choice, not
+    the default.
     Elsewhere 1: a CPU's step is its arithmetic (3 together: 3-16% slower, notes), and in fp16 one GradScaler would
     skip every seed's step when one overflows."""
     if not use_cuda_graphs(device):
