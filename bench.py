@@ -180,7 +180,8 @@ def finetune_runs(cfg, vocab, T, device, seeds, warmup, steps, compile_):
     (hardware.together, finetune_glue.training_step: the checkpoint's encoder and a fresh head, the paper's recipe:
     batch 16, dropout 0.1, AdamW; on a CUDA GPU a graph) on a batch of T-token pairs. Seconds a step, divided by
     `seeds`: the cost of one run's step. compile_: under torch.compile, as finetune_glue.py --compile (an experiment:
-    this measures what it buys). Returns (seconds, the step on its batch: for profile)."""
+    this measures what it buys). Returns (seconds, seconds of the warm-up steps: compiling, recording graphs, the
+    step on its batch: for profile)."""
     import finetune_glue
     from classifier import GlueModel
     args, models = argparse.Namespace(**finetune_glue.PAPER), []
@@ -193,7 +194,9 @@ def finetune_runs(cfg, vocab, T, device, seeds, warmup, steps, compile_):
     shape = (seeds, args.batch_size, T)
     batch = (torch.randint(5, vocab, shape, device=device), torch.ones(shape, dtype=torch.bool, device=device),
              torch.randint(0, 2, shape[:2], device=device), torch.ones(shape[:2], device=device))
-    return timed(lambda: step(*batch), warmup, steps, device) / seeds, lambda: step(*batch)
+    t0 = time.perf_counter()
+    seconds = timed(lambda: step(*batch), warmup, steps, device)
+    return seconds / seeds, time.perf_counter() - t0 - steps * seconds, lambda: step(*batch)
 
 
 def matmul(device, n=4096):
@@ -372,12 +375,13 @@ def finetune(cfg, args, device):
         if seeds > 1 and hardware.amp_dtype(device) == torch.float16:  # T4, V100: finetune_glue.py refuses it too
             print(f"{seeds} seeds as one model: not in fp16 (one loss scale would skip every seed's step)")
             continue
-        paces[seeds], step = finetune_runs(cfg, args.vocab_size, args.seq_len, device, seeds, args.warmup,
-                                           args.steps, bool(args.compile))
+        paces[seeds], warm, step = finetune_runs(cfg, args.vocab_size, args.seq_len, device, seeds, args.warmup,
+                                                 args.steps, bool(args.compile))
         first = next(iter(paces.values()))
         print(f"{seeds} seed{'s as one model' if seeds > 1 else ''}: {1e3 * paces[seeds]:.2f} ms a step of one run "
               f"({first / paces[seeds]:.2f}x the first) | the paper's protocol ({protocol:,} steps of one "
-              f"run) at this pace ~ {protocol * paces[seeds] / 3600:.1f} h")
+              f"run) at this pace ~ {protocol * paces[seeds] / 3600:.1f} h | its {args.warmup} warm-up steps "
+              f"{warm:.1f} s (compiling, recording graphs)")
         if args.profile:  # the whole step of all `seeds`, not one run's share
             profile(step, device)
         if device.type == "cuda":

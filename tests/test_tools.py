@@ -504,8 +504,10 @@ def test_the_gpu_check_reads_its_numbers_from_what_bench_and_fine_tuning_print(c
     pattern = {name: found for name, _, _, found in gpu_check.steps(args, tmp_path)}["finetune_seeds"]
     bench.main(["--preset", "tiny", "--vocab_size", "512", "--seq_len", "16", "--steps", "1", "--warmup", "1",
                 "--device", "cpu", "--finetune", "1,5"])
-    found = re.search(pattern, capsys.readouterr().out, re.S)
+    out = capsys.readouterr().out
+    found = re.search(pattern, out, re.S)
     assert found and found.group(3).endswith("x") and found.group(4).endswith(" h")
+    assert len(re.findall(r"\| its 1 warm-up steps \d+\.\d s \(compiling, recording graphs\)", out)) == 2
 
 
 def test_the_gpu_check_runs_the_compiled_fine_tuning_experiments_only_when_asked(tmp_path):
