@@ -10,10 +10,9 @@ One recipe for all tasks, named by the checkpoint's preset (PAPER, TINY below; f
 fresh head, cross-entropy (a regression such as STS-B: MSE), AdamW, warm-up then cosine decay, mixed precision on
 CUDA (hardware.py); dev metrics after the last epoch, median over seeds, beside those of no model at all (the
 majority class, or the training mean). On a CUDA GPU in bf16 a task's seeds can train together, as one model
-(--seeds_together 0, hardware.together); default 1: on an H100 five as one took 4.8x one seed's step, 5% less
-a run (docs/gpu.md). What a
-task is (its columns, labels, metrics), how its files are read and the table: tasks.py; the model and the kept
-classifier: classifier.py.
+(--seeds_together 0, hardware.together); default 1: on an H100 five as one pay only with --compile (docs/gpu.md).
+What a task is (its columns, labels, metrics), how its files are read and the table: tasks.py; the model and the
+kept classifier: classifier.py.
 Each dev number carries its 95% interval over the dev rows (tasks.intervals), a small dev set says what one row is
 worth, and --vs_random's difference says when it is within the noise. Outputs in --out (default: the checkpoint's
 folder), each run's kept in its own files, glue-<tasks>-<time>.md and .json and predictions/glue-<tasks>-<time>/:
@@ -305,9 +304,10 @@ def run(args):
     steps = sum(math.ceil(len(train.a) / args.batch_size) for _, train, _ in data.values()) * args.epochs * \
         rounds * len(inits)
     protocol = PROTOCOL_STEPS // 5 * math.ceil(5 / args.seeds_together)  # its 5 seeds, seeds_together at once
+    graphed = use_cuda_graphs(device)  # each step replayed as a CUDA graph (hardware.Replay)
     print(f"this run: {steps:,} steps ({count(args.seeds, 'seed')} x {args.epochs} epochs"
           f"{' x 2 inits' * args.vs_random} in batches of {args.batch_size}, {count(args.seeds_together, 'seed')} in "
-          f"a step); on {device}" + " each step a CUDA graph" * use_cuda_graphs(device))
+          f"a step); on {device}" + " each step a CUDA graph" * graphed)
     paced = {}
 
     def pace(step_s, warm_s):  # the first run that times 200 steps: this run's time, the paper's protocol's
@@ -319,7 +319,7 @@ def run(args):
                   f"paper's GLUE protocol (8 tasks x 5 epochs x 5 seeds, {PROTOCOL_STEPS:,} batches of 16"
                   + (f", {protocol:,} steps" if protocol != PROTOCOL_STEPS else "") + f") ~ "
                   f"{protocol * step_s / 3600:.1f} h at this pace (arithmetic: its tasks' lengths differ); its first "
-                  f"300 steps took {warm_s:.0f} s (the warm-up: compiling, recording graphs)")
+                  f"300 steps took {warm_s:.0f} s" + " (compiling, recording graphs)" * bool(args.compile or graphed))
     report = {init: {"table": {}, "baseline": {}, "results": {}, "tasks": {}, "draws": {}} for init in inits}
     outputs = {}
     for task, train, devs in data.values():
