@@ -51,6 +51,11 @@ KINDS = {"matmul": ("gemm", "nvjet", "cutlass", "xmma", "addmm", "aten::mm", "at
          "copies and casts": ("copy", "memcpy", "memset", "fill", "clone", "catarray", "aten::cat")}
 
 
+def kind_of(name):
+    """A kernel's (an operator's) kind, by the words in its name: KINDS, else "other"."""
+    return next((k for k, words in KINDS.items() if any(w in name.lower() for w in words)), "other")
+
+
 def profile(fn, device, steps=3):
     """Where a step's time goes (torch.profiler): on a GPU its kernels' time, on a CPU its operators' own time, summed
     by name and by kind (matmuls, attention, optimizer, compiled fusions, copies and casts, the rest), and how many a
@@ -70,14 +75,18 @@ def profile(fn, device, steps=3):
         count = sum(e.count for e in prof.key_averages())
     by_name, by_kind = {}, {}
     for name, us in times:
-        kind = next((k for k, words in KINDS.items() if any(w in name.lower() for w in words)), "other")
+        kind = kind_of(name)
         by_name[name], by_kind[kind] = by_name.get(name, 0) + us / steps, by_kind.get(kind, 0) + us / steps
     total = sum(by_kind.values())
     print(f"profile: {total / 1e3:.2f} ms of {'GPU kernels' if gpu else 'CPU operators'} a step ({count / steps:,.0f} "
           "of them), by kind: " +
           ", ".join(f"{k} {100 * v / total:.1f}%" for k, v in sorted(by_kind.items(), key=lambda kv: -kv[1])))
-    for name, us in sorted(by_name.items(), key=lambda kv: -kv[1])[:12]:
+    ranked = sorted(by_name.items(), key=lambda kv: -kv[1])
+    for name, us in ranked[:12]:
         print(f"  {100 * us / total:5.1f}%  {us / 1e3:8.3f} ms  {name[:110]}")
+    for kind in sorted(set(by_kind) - {kind_of(name) for name, _ in ranked[:12]}):  # a kind without a top-12 line:
+        name, us = next((n, us) for n, us in ranked if kind_of(n) == kind)          # its largest
+        print(f"  {100 * us / total:5.1f}%  {us / 1e3:8.3f} ms  {name[:110]} (the largest of {kind})")
 
 
 def max_rss_gib():

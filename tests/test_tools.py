@@ -527,9 +527,13 @@ def test_bench_profile_prints_where_the_step_s_time_goes_by_kind_and_by_name(cap
     bench.main(["--preset", "tiny", "--vocab_size", "512", "--micro_batch", "2", "--steps", "1", "--warmup", "1",
                 "--matmul_size", "64", "--device", "cpu", "--profile"])
     out = capsys.readouterr().out.split("profile: ", 1)[1].splitlines()
-    shares = [float(line.split("%")[0]) for line in out[1:] if line.startswith("  ") and " ms " in line]
+    rows = [line for line in out[1:] if line.startswith("  ") and " ms " in line]
+    shares = [float(line.split("%")[0]) for line in rows if "(the largest of " not in line]
     assert re.search(r"CPU operators a step \([\d,]+ of them\), by kind: ", out[0]) and "matmul" in out[0], out[0]
     assert 3 <= len(shares) <= 12 and shares == sorted(shares, reverse=True) and sum(shares) <= 100.1
+    kinds = re.findall(r"(?:: |, )([a-z][a-z ()A-Z.]*?) [\d.]+%", out[0])  # every kind has a line: in the top 12,
+    named = {bench.kind_of(line.split(" ms  ", 1)[1].split(" (the largest of ")[0]) for line in rows}  # or its own
+    assert len(kinds) >= 3 and set(kinds) == named, (kinds, named)
 
 
 def test_bench_official_names_what_it_needs_in_one_line_when_the_folder_is_not_the_paper_s_code(tmp_path):
