@@ -37,7 +37,8 @@ from tqdm import tqdm
 
 from classifier import GlueModel, check_save_dir, collate, decide, encode, predict, save_classifier
 from cram import CramError, CrammedBERT, pick_device
-from hardware import Replay, amp_dtype, autocast, run_info, safe_console, seeds_at_once, together, use_cuda_graphs
+from hardware import Replay, amp_dtype, autocast, compile_forward, run_info, safe_console, seeds_at_once, together
+from hardware import use_cuda_graphs
 from official import load_pretrained  # a cram.py checkpoint or the paper's released folder
 from tasks import (GLUE, INTERVALS, average, baseline, compute_metrics, count, difference, file_task, glue_task,
                    intervals, load_task, markdown, one_row, scored)
@@ -131,9 +132,9 @@ def finetune(models, ids, labels, args, seeds, device, desc, pace=None):
     similar length (length_grouped); returns each model's last loss. The models (one a seed, seeds_at_once of them)
     train together, as one (hardware.together). The data go to the device once, nothing is read back until the end.
     An epoch's short last batch is filled up with copies of its first example that count 0: one batch size. With
-    CUDA graphs a batch is padded to a multiple of 32 tokens: at most 4 shapes (each costs two plain steps), at most
-    31 padded tokens. pace(seconds a step, seconds of the first 300): once, at step 500, the time of steps 300-500
-    and of the warm-up before them (compiling, recording graphs)."""
+    CUDA graphs or --compile a batch is padded to a multiple of 32 tokens: at most 4 shapes (each costs two plain
+    steps, or a compile), at most 31 padded tokens. pace(seconds a step, seconds of the first 300): once, at step
+    500, the time of steps 300-500 and of the warm-up before them (compiling, recording graphs)."""
     sizes = [len(s) for s in ids]
 
     def order(seed):  # (steps, B): the example numbers of each step's batch, -1 past an epoch's short last batch
@@ -144,11 +145,11 @@ def finetune(models, ids, labels, args, seeds, device, desc, pace=None):
     real = (rows >= 0).float()  # 1 on a batch's examples; the rest repeat the batch's first, counting 0
     rows = torch.where(rows >= 0, rows, rows[..., :1])
     params, forward, done = together(models, device)
-    compiled = torch.compile(forward) if getattr(args, "compile", False) else forward  # one graph a head shape
-    run_step, set_lr, graphs = training_step(compiled, params, args, device)
+    compiling = getattr(args, "compile", False)  # --compile: graphs a head shape and width (compile_forward)
+    run_step, set_lr, graphs = training_step(compile_forward(forward) if compiling else forward, params, args, device)
     table, masks = collate(ids, args.pad_id, device)  # every row padded to the longest, (N, T), on the device once
-    widths = torch.tensor(sizes)[rows].amax((1, 2))  # each step's longest, on a GPU rounded up to 32s
-    widths = (-(-widths // 32) * 32).clamp(max=table.shape[1]) if graphs else widths
+    widths = torch.tensor(sizes)[rows].amax((1, 2))  # each step's longest, for graphs or compiling rounded up to 32s
+    widths = (-(-widths // 32) * 32).clamp(max=table.shape[1]) if graphs or compiling else widths
     targets = torch.tensor(labels.tolist()).to(device)  # STS-B's scores in float32: MPS has no float64
     rows, real = rows.to(device), real.to(device)
     bar = tqdm(widths.tolist(), desc=desc, unit="step", leave=False, dynamic_ncols=True,
@@ -240,8 +241,7 @@ def parse_args(argv=None):
     p.add_argument("--vs_random", action="store_true", help="also from random weights: both rows, their difference")
     p.add_argument("--device", default="auto", help="auto (the default), cuda, cpu or mps")
     p.add_argument("--compile", action="store_true", help="torch.compile the model: with --seeds_together 0 the "
-                   "fastest step measured (bench.py, H100: 4.37 vs 6.88 ms a step of one run); its compile time here "
-                   "not yet measured")
+                   "fastest step measured (docs/gpu.md: 4.37 vs 6.88 ms, H100); its compile time not yet measured")
     p.add_argument("--seeds_together", type=int, default=1, help="a task's seeds trained as one model, in one step "
                    "(default 1: one after another; 0: on a CUDA GPU in bf16 all that fit in half its memory, else 1)")
     for name, value in PAPER.items():  # None: the checkpoint's recipe

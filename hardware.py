@@ -185,6 +185,18 @@ class PlainAttention(torch.overrides.TorchFunctionMode):
         return weights.to(v.dtype) @ v
 
 
+def compile_forward(forward):
+    """torch.compile(forward) for fine-tuning (finetune_glue.py --compile), with room for a graph a head shape and
+    width. Seeds trained as one model (vmap) compile a graph for each (head shape, padded width): torch's automatic
+    dynamic shapes do not reach through vmap, and marking the width dynamic fails there (notes, 2026-11-26 21:00).
+    GLUE's 3 head shapes (2 classes, 3, a regression) x 4 widths (32 to 128) are 12 graphs, past torch's default of 8
+    recompiles a function, after which it runs the function uncompiled, silently: so the limit is at least 64."""
+    config = torch._dynamo.config
+    name = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"  # its name before torch 2.6
+    setattr(config, name, max(getattr(config, name), 64))
+    return torch.compile(forward)
+
+
 def together(models, device):
     """S models of one architecture (a task's seeds) trained as one. stack_module_state turns them into one dict of
     (S, ...) tensors, and vmap runs the one-model forward on each slice 0..S-1, as a loop would, but in batched

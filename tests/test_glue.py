@@ -448,6 +448,30 @@ def test_seeds_as_one_model_draw_their_own_dropout():
     losses = fg.finetune(models, seqs, labels, args, [0, 0], torch.device("cpu"), "")
     assert losses[0] != losses[1] and not torch.equal(models[0].head[3].weight, models[1].head[3].weight)
 
+def test_seeds_compiled_as_one_model_stay_compiled_through_the_protocol_s_head_shapes_and_widths(monkeypatch):
+    """--compile --seeds_together: under vmap each (head shape, padded width) is a graph of its own, 3 heads x 3
+    widths here (GLUE: 3 x 4). Past torch's default of 8 recompiles a function, torch would run the rest uncompiled,
+    silently: MNLI's or STS-B's head, whichever came last. hardware.compile_forward leaves room; a later task with a
+    head shape seen before compiles nothing new. (torch.compile's eager backend: dynamo's graphs, no code made.)"""
+    from torch._dynamo.utils import counters
+    real = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: real(fn, backend="eager"))
+    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 8)  # torch's default, whatever ran before
+    rng = np.random.default_rng(0)
+    seqs = [[2] + rng.integers(5, 50, size=int(n)).tolist() + [3] for n in rng.choice([20, 50, 80], size=48)]
+    labels, graphs = np.array([int(7 in s) for s in seqs]), []
+    args = argparse.Namespace(**{**fg.TINY, "epochs": 1, "batch_size": 8}, pad_id=0, compile=True)
+    torch._dynamo.reset()
+    counters.clear()
+    for n_out in (2, 3, 1, 2):  # two classes, three (MNLI), a regression (STS-B), two again
+        models = [classifier.GlueModel(CrammedBERT(Config(n_layer=1, n_embd=16, n_head=2, ffn_hidden=32), 50, 96),
+                                       16, n_out, 8, 0.0, "cls", 3, False) for _ in range(2)]
+        fg.finetune(models, seqs, labels if n_out > 1 else labels.astype(np.float32), args, [0, 1],
+                    torch.device("cpu"), "")
+        graphs.append(counters["stats"]["unique_graphs"])
+    assert graphs == [3, 6, 9, 9]  # widths 32, 64, 96 for each head shape; none for a head seen before
+
+
 def test_a_long_run_reports_once_its_pace_and_the_warm_up_before_it():
     """finetune's pace(seconds a step, seconds of the warm-up): once, at step 500, the mean of steps 300-500 and the
     time of the 300 before them (where compiling and recording graphs go), both of this run's own clock."""
