@@ -199,7 +199,8 @@ def finetune_runs(cfg, vocab, T, device, seeds, warmup, steps, compile_):
         encoder = cram.CrammedBERT(replace(cfg, dropout=args.dropout), vocab, T)
         models.append(GlueModel(encoder, cfg.n_embd, 2, args.head_hidden, args.dropout, "cls", 3, True))
     params, forward, _ = hardware.together(models, device)
-    step = finetune_glue.training_step(torch.compile(forward) if compile_ else forward, params, args, device)[0]
+    step = finetune_glue.training_step(hardware.compile_forward(forward) if compile_ else forward, params, args,
+                                       device)[0]
     shape = (seeds, args.batch_size, T)
     batch = (torch.randint(5, vocab, shape, device=device), torch.ones(shape, dtype=torch.bool, device=device),
              torch.randint(0, 2, shape[:2], device=device), torch.ones(shape[:2], device=device))
