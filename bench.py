@@ -391,7 +391,7 @@ def finetune(cfg, args, device):
         print(f"{seeds} seed{'s as one model' if seeds > 1 else ''}: {1e3 * paces[seeds]:.2f} ms a step of one run "
               f"({first / paces[seeds]:.2f}x the first) | the paper's protocol ({protocol:,} steps of one "
               f"run) at this pace ~ {protocol * paces[seeds] / 3600:.1f} h | its {args.warmup} warm-up steps "
-              f"{warm:.1f} s" + " (compiling, recording graphs)" * (args.compile or hardware.use_cuda_graphs(device)))
+              f"{warm:.1f} s" + " (compiling or recording graphs)" * (args.compile or hardware.use_cuda_graphs(device)))
         if args.profile:  # the whole step of all `seeds`, not one run's share
             profile(step, device)
         if device.type == "cuda":

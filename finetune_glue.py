@@ -319,7 +319,7 @@ def run(args):
                   f"paper's GLUE protocol (8 tasks x 5 epochs x 5 seeds, {PROTOCOL_STEPS:,} batches of 16"
                   + (f", {protocol:,} steps" if protocol != PROTOCOL_STEPS else "") + f") ~ "
                   f"{protocol * step_s / 3600:.1f} h at this pace (arithmetic: its tasks' lengths differ); its first "
-                  f"300 steps took {warm_s:.0f} s" + " (compiling, recording graphs)" * bool(args.compile or graphed))
+                  f"300 steps took {warm_s:.0f} s" + " (compiling or recording graphs)" * bool(args.compile or graphed))
     report = {init: {"table": {}, "baseline": {}, "results": {}, "tasks": {}, "draws": {}} for init in inits}
     outputs = {}
     for task, train, devs in data.values():

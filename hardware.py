@@ -192,7 +192,7 @@ def compile_forward(forward):
     GLUE's 3 head shapes (2 classes, 3, a regression) x 4 widths (32 to 128) are 12 graphs, past torch's default of 8
     recompiles a function, after which it runs the function uncompiled, silently: so the limit is at least 64."""
     config = torch._dynamo.config
-    name = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"  # its name before torch 2.6
+    name = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"  # its older name
     setattr(config, name, max(getattr(config, name), 64))
     return torch.compile(forward)
 
