@@ -518,8 +518,10 @@ def test_the_gpu_check_runs_the_compiled_fine_tuning_experiments_only_when_asked
     names = [name for name, *_ in gpu_check.steps(args, tmp_path)]
     assert names[0] == "bench" and names[-1] == "glue_rte" and not any("compiled" in n for n in names)
     args.experiments = True
-    assert [name for name, *_ in gpu_check.steps(args, tmp_path)][-3:] == ["glue_rte", "glue_rte_compiled",
-                                                                          "finetune_compiled"]
+    steps = {name: command for name, _, command, _ in gpu_check.steps(args, tmp_path)}
+    assert list(steps)[-3:] == ["glue_rte", "glue_rte_compiled", "finetune_compiled"]
+    compiled, plain = " ".join(steps["glue_rte_compiled"]), " ".join(steps["glue_rte"])
+    assert " --seeds 5 " in compiled and compiled.endswith("--seeds_together 0 --compile") and " --seeds 1 " in plain
 
 
 def test_bench_profile_prints_where_the_step_s_time_goes_by_kind_and_by_name(capsys):
