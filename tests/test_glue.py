@@ -448,6 +448,7 @@ def test_seeds_as_one_model_draw_their_own_dropout():
     losses = fg.finetune(models, seqs, labels, args, [0, 0], torch.device("cpu"), "")
     assert losses[0] != losses[1] and not torch.equal(models[0].head[3].weight, models[1].head[3].weight)
 
+
 def test_seeds_compiled_as_one_model_stay_compiled_through_the_protocol_s_head_shapes_and_widths(monkeypatch):
     """--compile --seeds_together: under vmap each (head shape, padded width) is a graph of its own, 3 heads x 3
     widths here (GLUE: 3 x 4). Past torch's default of 8 recompiles a function, torch would run the rest uncompiled,
