@@ -9,8 +9,8 @@
 One recipe for all tasks, named by the checkpoint's preset (PAPER, TINY below; flags win): [CLS] A [SEP] B [SEP], a
 fresh head, cross-entropy (a regression such as STS-B: MSE), AdamW, warm-up then cosine decay, mixed precision on
 CUDA (hardware.py); dev metrics after the last epoch, median over seeds, beside those of no model at all (the
-majority class, or the training mean). On a CUDA GPU in bf16 a task's seeds can train together, as one model
-(--seeds_together 0, hardware.together); default 1: on an H100 five as one pay only with --compile (docs/gpu.md).
+majority class, or the training mean). A long run on a CUDA GPU in bf16 (the protocol) is compiled, each task's
+seeds trained together as one model (hardware.fine_tuning_plan, hardware.together; --no-compile: docs/gpu.md).
 What a task is (its columns, labels, metrics), how its files are read and the table: tasks.py; the model and the
 kept classifier: classifier.py.
 Each dev number carries its 95% interval over the dev rows (tasks.intervals), a small dev set says what one row is
@@ -37,7 +37,7 @@ from tqdm import tqdm
 
 from classifier import GlueModel, check_save_dir, collate, decide, encode, predict, save_classifier
 from cram import CramError, CrammedBERT, pick_device
-from hardware import Replay, amp_dtype, autocast, compile_forward, run_info, safe_console, seeds_at_once, together
+from hardware import Replay, amp_dtype, autocast, compile_forward, fine_tuning_plan, run_info, safe_console, together
 from hardware import use_cuda_graphs
 from official import load_pretrained  # a cram.py checkpoint or the paper's released folder
 from tasks import (GLUE, INTERVALS, average, baseline, compute_metrics, count, difference, file_task, glue_task,
@@ -129,7 +129,7 @@ def training_step(forward, params, args, device):
 
 def finetune(models, ids, labels, args, seeds, device, desc, pace=None):
     """args.epochs passes over (ids, labels) for each model, in its seed's order, in batches of args.batch_size of
-    similar length (length_grouped); returns each model's last loss. The models (one a seed, seeds_at_once of them)
+    similar length (length_grouped); returns each model's last loss. The models (one a seed, seeds_together of them)
     train together, as one (hardware.together). The data go to the device once, nothing is read back until the end.
     An epoch's short last batch is filled up with copies of its first example that count 0: one batch size. With
     CUDA graphs or --compile a batch is padded to a multiple of 32 tokens: at most 4 shapes (each costs two plain
@@ -240,10 +240,10 @@ def parse_args(argv=None):
     p.add_argument("--random_init", action="store_true", help="re-initialise the encoder: no-pretraining baseline")
     p.add_argument("--vs_random", action="store_true", help="also from random weights: both rows, their difference")
     p.add_argument("--device", default="auto", help="auto (the default), cuda, cpu or mps")
-    p.add_argument("--compile", action="store_true", help="torch.compile the model: with --seeds_together 0 the "
-                   "fastest step measured (docs/gpu.md: 4.37 vs 6.88 ms, H100); its compile time not yet measured")
-    p.add_argument("--seeds_together", type=int, default=1, help="a task's seeds trained as one model, in one step "
-                   "(default 1: one after another; 0: on a CUDA GPU in bf16 all that fit in half its memory, else 1)")
+    p.add_argument("--compile", action=argparse.BooleanOptionalAction, help="torch.compile the model (default: on a "
+                   "CUDA GPU in bf16 when the run has 100,000 batches or more, its compile minutes then pay)")
+    p.add_argument("--seeds_together", type=int, help="a task's seeds trained as one model, in one step (0: on a CUDA "
+                   "GPU in bf16 all that fit in half its memory, else 1; default 0 compiled, else 1)")
     for name, value in PAPER.items():  # None: the checkpoint's recipe
         p.add_argument(f"--{name}", type=type(value), help=f"default by preset: paper {value}, tiny {TINY[name]}")
     return p.parse_args(argv)
@@ -295,19 +295,17 @@ def run(args):
         print(f"task {task.name}: {kind}, text {[c for c in task.columns[:2] if c is not None]}, label "
               f"{task.columns[2]!r}, {len(train.a)} train rows{counts}")
     inits = [False, True] if args.vs_random else [args.random_init]  # random init: the no-pretraining baseline
-    args.seeds_together = min(args.seeds, args.seeds_together or seeds_at_once(
-        device, args.seeds, sum(v.numel() for v in pretrained.state_dict().values())))
-    if args.seeds_together > 1 and amp_dtype(device) == torch.float16:
-        raise CramError(f"--seeds_together {args.seeds_together} needs bf16 (an Ampere GPU or newer): in fp16 one loss "
-                        "scale would skip every seed's step when one seed's gradients overflow: use 1")
-    rounds = math.ceil(args.seeds / args.seeds_together)  # a step trains seeds_together seeds at once
-    steps = sum(math.ceil(len(train.a) / args.batch_size) for _, train, _ in data.values()) * args.epochs * \
-        rounds * len(inits)
+    batches = sum(math.ceil(len(train.a) / args.batch_size) for _, train, _ in data.values()) * args.epochs * \
+        args.seeds * len(inits)  # every seed's; what compiling must earn back (hardware.fine_tuning_plan)
+    args.compile, args.seeds_together = fine_tuning_plan(device, batches, args.seeds, sum(
+        v.numel() for v in pretrained.state_dict().values()), args.compile, args.seeds_together)
+    steps = batches // args.seeds * math.ceil(args.seeds / args.seeds_together)  # seeds_together seeds in a step
     protocol = PROTOCOL_STEPS // 5 * math.ceil(5 / args.seeds_together)  # its 5 seeds, seeds_together at once
     graphed = use_cuda_graphs(device)  # each step replayed as a CUDA graph (hardware.Replay)
     print(f"this run: {steps:,} steps ({count(args.seeds, 'seed')} x {args.epochs} epochs"
           f"{' x 2 inits' * args.vs_random} in batches of {args.batch_size}, {count(args.seeds_together, 'seed')} in "
-          f"a step); on {device}" + " each step a CUDA graph" * graphed)
+          f"a step); on {device}" + " each step a CUDA graph" * graphed
+          + ", compiled (the first steps of each shape wait for the compiler)" * args.compile)
     paced = {}
 
     def pace(step_s, warm_s):  # the first run that times 200 steps: this run's time, the paper's protocol's

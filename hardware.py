@@ -147,16 +147,38 @@ def fit_micro_batch(device, model, cfg, seq_len, world=1, compiled=True, most=51
 
 def seeds_at_once(device, seeds, n_params):
     """finetune_glue.py --seeds_together 0: how many of a task's seeds train as one model (together). Where the step
-    is a CUDA graph (batch 16: 4.9-6.9 ms, H200 and H100), all the seeds that fit in half the GPU's memory at 16 bytes
-    a parameter (fp32 weights, gradients, AdamW's two moments): the step was thought to be its kernels' count, but 5
-    as one took 4.8-4.9x one seed's step on an H100, 3.2x compiled (notes, 2026-11-26 21:00), so 0 is a choice, not
-    the default.
+    is a CUDA graph, all the seeds that fit in half the GPU's memory at 16 bytes a parameter (fp32 weights, gradients,
+    AdamW's two moments). They pay compiled (fine_tuning_plan): uncompiled, 5 as one took 4.8-4.9x one seed's step
+    on an H100, compiled 3.2x (notes, 2026-11-26 21:00).
     Elsewhere 1: a CPU's step is its arithmetic (3 together: 3-16% slower, notes), and in fp16 one GradScaler would
     skip every seed's step when one overflows."""
     if not use_cuda_graphs(device):
         return 1
     half = torch.cuda.get_device_properties(device).total_memory / 2
     return max(1, min(seeds, int(half // (16 * n_params))))
+
+
+COMPILE_PAYS = 100_000  # fine-tuning batches (every seed's) from which torch.compile earns its warm-up back
+
+
+def fine_tuning_plan(device, batches, seeds, n_params, compile=None, together=None):
+    """finetune_glue.py's --compile and --seeds_together where they are not given (None): (compile?, seeds in a
+    step). Compiled, with the seeds as one model, where steps are CUDA graphs (bf16), torch.compile works (not on
+    Windows) and the run trains at least COMPILE_PAYS batches over its tasks, seeds and epochs; else uncompiled, one
+    seed after another. Measured in the loop (one H200, CoLA's first 3,000 rows, 5 seeds; notes 2026-11-26 23:35):
+    compiled as one model 3.04 ms a batch, after 95 s of warm-up (compiling); uncompiled 5.2 (BBC News) to 6.9 ms
+    (RTE). So ~2 ms saved a batch, against ~45 s of compile a head shape and padded width (up to 4 widths a head,
+    arithmetic): a new head shape's minutes are earned back from ~100,000 batches. The GLUE protocol (1,483,075)
+    pays; CoLA alone (13,375 for its 5 seeds) does not. Seeds as one model are refused in fp16 (T4, V100)."""
+    if compile is None:
+        compile = use_cuda_graphs(device) and compile_by_default(device) and batches >= COMPILE_PAYS
+    if together is None:
+        together = 0 if compile else 1  # 0: all the seeds that fit (seeds_at_once)
+    together = min(seeds, together or seeds_at_once(device, seeds, n_params))
+    if together > 1 and amp_dtype(device) == torch.float16:
+        raise CramError(f"--seeds_together {together} needs bf16 (an Ampere GPU or newer): in fp16 one loss scale "
+                        "would skip every seed's step when one seed's gradients overflow: use 1")
+    return compile, together
 
 
 class PlainAttention(torch.overrides.TorchFunctionMode):

@@ -104,10 +104,33 @@ def test_seeds_together_trains_a_task_s_seeds_in_groups_as_one_model_each_report
 
 
 def test_seeds_together_is_refused_in_one_line_where_a_gpu_computes_in_fp16(ckpt, glue, tmp_path, monkeypatch):
-    monkeypatch.setattr(fg, "amp_dtype", lambda device: torch.float16)  # a T4's or a V100's precision
+    monkeypatch.setattr(hardware, "amp_dtype", lambda device: torch.float16)  # a T4's or a V100's precision
     with pytest.raises(SystemExit, match="--seeds_together 2 needs bf16 .*: use 1"):
         fg.main([str(ckpt), "--glue_dir", str(glue), "--tasks", "rte", "--seeds", "2", "--seeds_together", "2",
                  "--device", "cpu", "--out", str(tmp_path)])
+    assert not (tmp_path / "glue.json").exists()
+
+
+def test_the_run_s_size_decides_compile_and_seeds_together_unless_a_flag_does(ckpt, glue, tmp_path, monkeypatch,
+                                                                               capsys):
+    """hardware.fine_tuning_plan gets every seed's batches over the run's tasks and epochs (what a compile must earn
+    back) and the flags as given (None: not given); its answer is the run's, in the run line and glue.json."""
+    asked = []
+
+    def plan(device, batches, seeds, n_params, compile, together):
+        asked.append((batches, seeds, compile, together))
+        return False, 2  # what a long run on a GPU would get, seeds as one model (compiled there)
+    monkeypatch.setattr(fg, "fine_tuning_plan", plan)
+    flags = [str(ckpt), "--glue_dir", str(glue), "--epochs", "2", "--seeds", "2", "--device", "cpu"]
+    fg.main([*flags, "--tasks", "rte,stsb", "--out", str(tmp_path)])
+    report = json.loads((tmp_path / "glue.json").read_text())
+    per_task = -(-12 // report["settings"]["batch_size"])  # the batches of one epoch of a task's 12 rows (fixture)
+    assert asked == [(2 * per_task * 2 * 2, 2, None, None)]  # 2 tasks x 2 epochs x 2 seeds
+    assert f"this run: {2 * per_task * 2} steps" in capsys.readouterr().out  # the 2 seeds in one step
+    assert report["settings"]["seeds_together"] == 2 and report["settings"]["compile"] is False
+    fg.main([*flags, "--tasks", "rte", "--no-compile", "--seeds_together", "1", "--out", str(tmp_path / "b")])
+    assert asked[-1][2:] == (False, 1)
+
 
 @pytest.mark.parametrize("task", list(tasks.GLUE))
 def test_each_task_runs_end_to_end_and_writes_table_json_and_predictions(task, ckpt, glue, tmp_path):

@@ -60,6 +60,32 @@ def test_a_task_s_seeds_train_as_one_model_where_steps_are_cuda_graphs_as_many_a
     assert hardware.seeds_at_once(torch.device("mps"), 5, 1e6) == 1
 
 
+@pytest.mark.parametrize("gpu, capability, memory, long_run", [
+    ("a T4", (7, 5), 16e9, (False, 1)), ("an A100", (8, 0), 40e9, (True, 5)), ("an H100", (9, 0), 80e9, (True, 5))])
+def test_fine_tuning_is_compiled_with_its_seeds_as_one_model_where_the_run_is_long_enough_to_pay(
+        gpu, capability, memory, long_run, monkeypatch):
+    """hardware.fine_tuning_plan, finetune_glue.py's defaults: (compile?, seeds in a step). Compiled, the seeds as one
+    model, where steps are CUDA graphs (bf16) and the run has COMPILE_PAYS batches (GLUE's protocol: 1,483,075); a
+    short run (CoLA's 5 seeds, 13,375) does not earn its compile back. A flag given wins; fp16 refuses seeds as one."""
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    properties = types.SimpleNamespace(total_memory=memory)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device=None: properties)
+    plan, cuda, n = hardware.fine_tuning_plan, torch.device("cuda", 0), 119.6e6
+    assert plan(cuda, 1_483_075, 5, n) == long_run, gpu
+    assert plan(cuda, hardware.COMPILE_PAYS, 5, n) == long_run and plan(cuda, 13_375, 5, n) == (False, 1)
+    assert plan(cuda, 1_483_075, 1, n) == (long_run[0], 1)  # one seed: compiled alone
+    assert plan(cuda, 1_483_075, 5, n, compile=False) == (False, 1)  # --no-compile: one seed after another
+    assert plan(cuda, 1_483_075, 5, n, together=1) == (long_run[0], 1)  # --seeds_together 1, still compiled
+    assert plan(cuda, 100, 5, n, compile=True) == (True, long_run[1])  # --compile: and the seeds as one
+    for other in (torch.device("cpu"), torch.device("mps")):
+        assert plan(other, 1_483_075, 5, n) == (False, 1) and plan(other, 10, 5, n, compile=True) == (True, 1)
+    monkeypatch.setattr(sys, "platform", "win32")  # torch ships no Triton for Windows: its compile fails there
+    assert plan(cuda, 1_483_075, 5, n) == (False, 1)
+    if capability < (8, 0):
+        with pytest.raises(cram.CramError, match="--seeds_together 2 needs bf16"):
+            plan(cuda, 10, 5, n, together=2)
+
+
 @pytest.mark.parametrize("gpu, memory, micro, long_rows, a_quarter_free", [
     ("an 8 GB card", 8e9, 64, 16, 1), ("an RTX 3060", 12e9, 128, 32, 16), ("a T4", 16e9, 128, 32, 32),
     ("an A10G", 24e9, 256, 64, 64), ("an A100 40GB", 40e9, 512, 128, 128), ("an H100", 80e9, 512, 256, 256)])
