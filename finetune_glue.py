@@ -9,8 +9,8 @@
 One recipe for all tasks, named by the checkpoint's preset (PAPER, TINY below; flags win): [CLS] A [SEP] B [SEP], a
 fresh head, cross-entropy (a regression such as STS-B: MSE), AdamW, warm-up then cosine decay, mixed precision on
 CUDA (hardware.py); dev metrics after the last epoch, median over seeds, beside those of no model at all (the
-majority class, or the training mean). A long run on a CUDA GPU in bf16 (the protocol) is compiled, each task's
-seeds trained together as one model (hardware.fine_tuning_plan, hardware.together; --no-compile: docs/gpu.md).
+majority class, or the training mean). On a CUDA GPU in bf16 a run of 100,000 batches a head shape (the protocol) is
+compiled, a task's seeds as one model (hardware.fine_tuning_plan, hardware.together, docs/gpu.md; --no-compile: not).
 What a task is (its columns, labels, metrics), how its files are read and the table: tasks.py; the model and the
 kept classifier: classifier.py.
 Each dev number carries its 95% interval over the dev rows (tasks.intervals), a small dev set says what one row is
@@ -240,10 +240,10 @@ def parse_args(argv=None):
     p.add_argument("--random_init", action="store_true", help="re-initialise the encoder: no-pretraining baseline")
     p.add_argument("--vs_random", action="store_true", help="also from random weights: both rows, their difference")
     p.add_argument("--device", default="auto", help="auto (the default), cuda, cpu or mps")
-    p.add_argument("--compile", action=argparse.BooleanOptionalAction, help="torch.compile the model (default: on a "
-                   "CUDA GPU in bf16 when the run has 100,000 batches or more, its compile minutes then pay)")
+    p.add_argument("--compile", action=argparse.BooleanOptionalAction, help="torch.compile the model, and train a "
+                   "task's seeds as one (default: on a CUDA GPU in bf16 from 100,000 batches a head shape, as it pays)")
     p.add_argument("--seeds_together", type=int, help="a task's seeds trained as one model, in one step (0: on a CUDA "
-                   "GPU in bf16 all that fit in half its memory, else 1; default 0 compiled, else 1)")
+                   "GPU in bf16 all that fit in half its memory, else 1; default: 0 when compiled, else 1)")
     for name, value in PAPER.items():  # None: the checkpoint's recipe
         p.add_argument(f"--{name}", type=type(value), help=f"default by preset: paper {value}, tiny {TINY[name]}")
     return p.parse_args(argv)
@@ -297,15 +297,16 @@ def run(args):
     inits = [False, True] if args.vs_random else [args.random_init]  # random init: the no-pretraining baseline
     batches = sum(math.ceil(len(train.a) / args.batch_size) for _, train, _ in data.values()) * args.epochs * \
         args.seeds * len(inits)  # every seed's; what compiling must earn back (hardware.fine_tuning_plan)
+    heads = len({len(task.labels or [0]) for task, _, _ in data.values()})  # head shapes: each compiles graphs
     args.compile, args.seeds_together = fine_tuning_plan(device, batches, args.seeds, sum(
-        v.numel() for v in pretrained.state_dict().values()), args.compile, args.seeds_together)
+        v.numel() for v in pretrained.state_dict().values()), args.compile, args.seeds_together, heads)
     steps = batches // args.seeds * math.ceil(args.seeds / args.seeds_together)  # seeds_together seeds in a step
     protocol = PROTOCOL_STEPS // 5 * math.ceil(5 / args.seeds_together)  # its 5 seeds, seeds_together at once
     graphed = use_cuda_graphs(device)  # each step replayed as a CUDA graph (hardware.Replay)
     print(f"this run: {steps:,} steps ({count(args.seeds, 'seed')} x {args.epochs} epochs"
           f"{' x 2 inits' * args.vs_random} in batches of {args.batch_size}, {count(args.seeds_together, 'seed')} in "
           f"a step); on {device}" + " each step a CUDA graph" * graphed
-          + ", compiled (the first steps of each shape wait for the compiler)" * args.compile)
+          + f", compiled ({batches:,} batches: each shape's first steps wait for the compiler)" * args.compile)
     paced = {}
 
     def pace(step_s, warm_s):  # the first run that times 200 steps: this run's time, the paper's protocol's

@@ -158,20 +158,21 @@ def seeds_at_once(device, seeds, n_params):
     return max(1, min(seeds, int(half // (16 * n_params))))
 
 
-COMPILE_PAYS = 100_000  # fine-tuning batches (every seed's) from which torch.compile earns its warm-up back
+COMPILE_PAYS = 100_000  # fine-tuning batches (every seed's) a head shape from which torch.compile earns its warm-up
 
 
-def fine_tuning_plan(device, batches, seeds, n_params, compile=None, together=None):
+def fine_tuning_plan(device, batches, seeds, n_params, compile=None, together=None, heads=1):
     """finetune_glue.py's --compile and --seeds_together where they are not given (None): (compile?, seeds in a
     step). Compiled, with the seeds as one model, where steps are CUDA graphs (bf16), torch.compile works (not on
-    Windows) and the run trains at least COMPILE_PAYS batches over its tasks, seeds and epochs; else uncompiled, one
-    seed after another. Measured in the loop (one H200, CoLA's first 3,000 rows, 5 seeds; notes 2026-11-26 23:35):
-    compiled as one model 3.04 ms a batch, after 95 s of warm-up (compiling); uncompiled 5.2 (BBC News) to 6.9 ms
-    (RTE). So ~2 ms saved a batch, against ~45 s of compile a head shape and padded width (up to 4 widths a head,
-    arithmetic): a new head shape's minutes are earned back from ~100,000 batches. The GLUE protocol (1,483,075)
-    pays; CoLA alone (13,375 for its 5 seeds) does not. Seeds as one model are refused in fp16 (T4, V100)."""
+    Windows) and the run trains COMPILE_PAYS batches (over its tasks, seeds and epochs) for each of its `heads` shapes
+    (2 classes, 3, a regression: each compiles its own graphs); else uncompiled, one seed after another. Measured
+    in the loop (one H200, CoLA's first 3,000 rows, 5 seeds; notes 2026-11-26 23:35): compiled as one model 3.04 ms
+    a batch, after 95 s of warm-up (compiling); uncompiled 5.2 (BBC News) to 6.9 ms (RTE), not measured on CoLA
+    itself. So ~2 ms saved a batch, against ~45 s of compile a head shape and padded width (up to 4 widths a head,
+    arithmetic): a head shape's minutes are earned back from ~100,000 batches. The GLUE protocol (1,483,075 for
+    3 head shapes) pays; CoLA alone (13,375 for its 5 seeds) does not. Seeds as one model are refused in fp16."""
     if compile is None:
-        compile = use_cuda_graphs(device) and compile_by_default(device) and batches >= COMPILE_PAYS
+        compile = use_cuda_graphs(device) and compile_by_default(device) and batches >= COMPILE_PAYS * heads
     if together is None:
         together = 0 if compile else 1  # 0: all the seeds that fit (seeds_at_once)
     together = min(seeds, together or seeds_at_once(device, seeds, n_params))

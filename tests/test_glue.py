@@ -114,22 +114,23 @@ def test_seeds_together_is_refused_in_one_line_where_a_gpu_computes_in_fp16(ckpt
 def test_the_run_s_size_decides_compile_and_seeds_together_unless_a_flag_does(ckpt, glue, tmp_path, monkeypatch,
                                                                                capsys):
     """hardware.fine_tuning_plan gets every seed's batches over the run's tasks and epochs (what a compile must earn
-    back) and the flags as given (None: not given); its answer is the run's, in the run line and glue.json."""
+    back), the flags as given (None: not given) and the head shapes (RTE's 2 classes, STS-B's regression: each
+    compiles its own graphs); its answer is the run's, in the run line and glue.json."""
     asked = []
 
-    def plan(device, batches, seeds, n_params, compile, together):
-        asked.append((batches, seeds, compile, together))
+    def plan(device, batches, seeds, n_params, compile, together, heads):
+        asked.append((batches, seeds, compile, together, heads))
         return False, 2  # what a long run on a GPU would get, seeds as one model (compiled there)
     monkeypatch.setattr(fg, "fine_tuning_plan", plan)
     flags = [str(ckpt), "--glue_dir", str(glue), "--epochs", "2", "--seeds", "2", "--device", "cpu"]
     fg.main([*flags, "--tasks", "rte,stsb", "--out", str(tmp_path)])
     report = json.loads((tmp_path / "glue.json").read_text())
     per_task = -(-12 // report["settings"]["batch_size"])  # the batches of one epoch of a task's 12 rows (fixture)
-    assert asked == [(2 * per_task * 2 * 2, 2, None, None)]  # 2 tasks x 2 epochs x 2 seeds
+    assert asked == [(2 * per_task * 2 * 2, 2, None, None, 2)]  # 2 tasks x 2 epochs x 2 seeds; 2 head shapes
     assert f"this run: {2 * per_task * 2} steps" in capsys.readouterr().out  # the 2 seeds in one step
     assert report["settings"]["seeds_together"] == 2 and report["settings"]["compile"] is False
     fg.main([*flags, "--tasks", "rte", "--no-compile", "--seeds_together", "1", "--out", str(tmp_path / "b")])
-    assert asked[-1][2:] == (False, 1)
+    assert asked[-1][2:] == (False, 1, 1)
 
 
 @pytest.mark.parametrize("task", list(tasks.GLUE))

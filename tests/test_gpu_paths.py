@@ -65,14 +65,17 @@ def test_a_task_s_seeds_train_as_one_model_where_steps_are_cuda_graphs_as_many_a
 def test_fine_tuning_is_compiled_with_its_seeds_as_one_model_where_the_run_is_long_enough_to_pay(
         gpu, capability, memory, long_run, monkeypatch):
     """hardware.fine_tuning_plan, finetune_glue.py's defaults: (compile?, seeds in a step). Compiled, the seeds as one
-    model, where steps are CUDA graphs (bf16) and the run has COMPILE_PAYS batches (GLUE's protocol: 1,483,075); a
-    short run (CoLA's 5 seeds, 13,375) does not earn its compile back. A flag given wins; fp16 refuses seeds as one."""
+    model, where steps are CUDA graphs (bf16) and the run has COMPILE_PAYS batches a head shape (GLUE's protocol:
+    1,483,075 for 3); a short run (CoLA's 5 seeds, 13,375) does not earn its compile back. A flag given wins; fp16
+    refuses seeds as one."""
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
     properties = types.SimpleNamespace(total_memory=memory)
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device=None: properties)
     plan, cuda, n = hardware.fine_tuning_plan, torch.device("cuda", 0), 119.6e6
     assert plan(cuda, 1_483_075, 5, n) == long_run, gpu
     assert plan(cuda, hardware.COMPILE_PAYS, 5, n) == long_run and plan(cuda, 13_375, 5, n) == (False, 1)
+    assert plan(cuda, 250_000, 5, n, heads=3) == (False, 1)  # 3 head shapes compile 3 times the graphs
+    assert plan(cuda, 1_483_075, 5, n, heads=3) == long_run  # the protocol's 3 (2 classes, 3, a regression)
     assert plan(cuda, 1_483_075, 1, n) == (long_run[0], 1)  # one seed: compiled alone
     assert plan(cuda, 1_483_075, 5, n, compile=False) == (False, 1)  # --no-compile: one seed after another
     assert plan(cuda, 1_483_075, 5, n, together=1) == (long_run[0], 1)  # --seeds_together 1, still compiled
