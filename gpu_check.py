@@ -9,8 +9,8 @@
 Each step is the command a user types, run as a process with its own time limit; what it printed goes to
 out/gpu_check/<step>.txt, and out/gpu_check/report.md gets a table: the machine, each command, its wall time, its exit
 code and the number it is there for (tokens/s and MFU, the fine-tuning pace and its projection of the paper's GLUE
-protocol, the pace of 1 and of 5 seeds trained as one model: what finetune_glue.py's --seeds_together buys, and RTE's
-pace). docs/gpu.md keeps the measured rows. Off a GPU it runs too (the paths, not the speed).
+protocol, on a GPU from BBC News run as the protocol runs: 5 seeds compiled as one model; RTE's pace, one seed
+uncompiled). docs/gpu.md keeps the measured rows. Off a GPU it runs too (the paths, not the speed).
 """
 import argparse
 import importlib.util
@@ -26,6 +26,8 @@ from pathlib import Path
 
 import torch
 
+import hardware
+
 ROOT = Path(__file__).resolve().parent
 
 
@@ -36,7 +38,11 @@ def steps(args, out):
     # bench beside HF's BERT and the official model: half of it, 256 on an 80 GB GPU, as docs/gpu.md's rows)
     paper = ["--preset", args.preset, "--data_dir", str(data), *micro, "--out_dir", str(run), "--eval_every", "0.5"]
     hours = args.minutes / 60
-    tune = ["--seeds", "1", "--out", str(out / "glue")]
+    cuda, glue_out = torch.device("cuda"), ["--out", str(out / "glue")]
+    protocol = torch.cuda.is_available() and hardware.use_cuda_graphs(cuda) and hardware.compile_by_default(cuda)
+    bbc = ["--seeds", "5", "--compile"] if protocol else ["--seeds", "1"]  # BBC News as the GLUE protocol runs
+    # where it compiles (finetune_glue.py's default for a run that long): 5 seeds compiled as one model
+    pace = r"pace: (.*?ms a step.*?\)).*?(protocol.*? ~ [\d.]+ h)"  # what finetune_glue.py prints
     seeds_pattern = (r"1 seed: ([\d.]+ ms).*5 seeds as one model: ([\d.]+ ms).*?\(([\d.]+x) the first\).*? "
                      r"~ ([\d.]+ h)")  # what bench.py --finetune 1,5 prints
     xdist = ["-n", str(args.workers)] if importlib.util.find_spec("xdist") else []  # pytest-xdist, if installed
@@ -48,9 +54,6 @@ def steps(args, out):
                         "--steps", "20", "--rounds", "1", "--profile",
                         *(["--official", args.official] if args.official else [])],
          r"ours: +([\d,]+ tokens/s).*?(MFU [\d.]+%)"),
-        ("finetune_seeds", 150, [py, "bench.py", "--preset", args.preset, "--finetune", "1,5", "--seq_len", "64",
-                                 "--steps", "50", "--warmup", "5", "--profile"],
-         seeds_pattern),
         ("prepare", 120, [py, "prepare.py", "--out", str(data)], r"(\d[\d,]* sequences)"),
         ("pretrain", 60 + 1.5 * 60 * args.minutes, [py, "cram.py", *paper, "--budget_hours", f"{hours * 2 / 3:.4f}"],
          None),
@@ -59,22 +62,21 @@ def steps(args, out):
         ("examples", 60, [py, "examples/bbc_news.py", "--out", str(out / "bbc_news")], None),
         ("finetune", 180, [py, "finetune_glue.py", str(run / "ckpt.pt"), "--train_file",
                            str(out / "bbc_news/train.csv"), "--validation_file", str(out / "bbc_news/dev.csv"),
-                           "--save_model", str(out / "classifier"), *tune],
-         r"pace: (.*?ms a step).*?(protocol.*? ~ [\d.]+ h)"),
+                           "--save_model", str(out / "classifier"), *bbc, *glue_out], pace),
         ("classify", 60, [py, "classify.py", str(out / "classifier"), "Shares rose after record profits"], None),
         ("fill_mask", 60, [py, "fill_mask.py", str(run / "ckpt.pt"), "the government said the [MASK] would rise ."],
          None),
     ]
     if args.glue_dir:
-        plan.append(("glue_rte", 180, [py, "finetune_glue.py", str(run / "ckpt.pt"), "--glue_dir", args.glue_dir,
-                                       "--tasks", "rte", "--seeds", "1", "--out",
-                                       str(out / "glue")],
-                     r"pace: (.*?ms a step.*?\)).*?(protocol.*? ~ [\d.]+ h)"))
-    if args.experiments:  # fine-tuning compiled, a long run's default: its compile alone takes minutes
+        rte = [py, "finetune_glue.py", str(run / "ckpt.pt"), "--glue_dir", args.glue_dir, "--tasks", "rte", *glue_out]
+        plan.append(("glue_rte", 180, [*rte, "--seeds", "1"], pace))
+    if args.experiments:  # the fine-tuning step profiled, 1 seed and 5 as one; compiled, on RTE's 4 widths: minutes
+        plan.append(("finetune_seeds", 150, [py, "bench.py", "--preset", args.preset, "--finetune", "1,5",
+                                             "--seq_len", "64", "--steps", "50", "--warmup", "5", "--profile"],
+                     seeds_pattern))
         if args.glue_dir:
-            rte = plan[-1][2].copy()
-            rte[rte.index("--seeds") + 1] = "5"  # its 5 seeds compiled as one model: the fastest step bench measured
-            plan.append(("glue_rte_compiled", 360, [*rte, "--seeds_together", "0", "--compile"], plan[-1][3]))
+            plan.append(("glue_rte_compiled", 360, [*rte, "--seeds", "5", "--seeds_together", "0", "--compile"],
+                         pace))
         plan.append(("finetune_compiled", 240, [py, "bench.py", "--preset", args.preset, "--finetune", "1,5",
                                                 "--seq_len", "64", "--steps", "50", "--warmup", "5", "--compile"],
                      seeds_pattern))

@@ -500,7 +500,7 @@ def test_the_gpu_check_reads_its_numbers_from_what_bench_and_fine_tuning_print(c
     import bench
     import gpu_check
     args = ap.Namespace(preset="tiny", micro_batch=4, minutes=1, workers=1, official=None, glue_dir=None, skip="",
-                        experiments=False)
+                        experiments=True)
     pattern = {name: found for name, _, _, found in gpu_check.steps(args, tmp_path)}["finetune_seeds"]
     bench.main(["--preset", "tiny", "--vocab_size", "512", "--seq_len", "16", "--steps", "1", "--warmup", "1",
                 "--device", "cpu", "--finetune", "1,5"])
@@ -519,9 +519,29 @@ def test_the_gpu_check_runs_the_compiled_fine_tuning_experiments_only_when_asked
     assert names[0] == "bench" and names[-1] == "glue_rte" and not any("compiled" in n for n in names)
     args.experiments = True
     steps = {name: command for name, _, command, _ in gpu_check.steps(args, tmp_path)}
-    assert list(steps)[-3:] == ["glue_rte", "glue_rte_compiled", "finetune_compiled"]
+    assert list(steps)[-4:] == ["glue_rte", "finetune_seeds", "glue_rte_compiled", "finetune_compiled"]
     compiled, plain = " ".join(steps["glue_rte_compiled"]), " ".join(steps["glue_rte"])
-    assert " --seeds 5 " in compiled and compiled.endswith("--seeds_together 0 --compile") and " --seeds 1 " in plain
+    assert compiled.endswith("--seeds 5 --seeds_together 0 --compile") and plain.endswith("--seeds 1")
+
+
+@pytest.mark.parametrize("gpu, capability, platform, protocol", [
+    (None, None, "linux", False), ("a T4", (7, 5), "linux", False), ("an A100", (8, 0), "linux", True),
+    ("an H100", (9, 0), "linux", True), ("an H100", (9, 0), "win32", False)])
+def test_the_gpu_check_fine_tunes_bbc_news_as_the_glue_protocol_runs_on_its_gpu(gpu, capability, platform, protocol,
+                                                                                 tmp_path, monkeypatch):
+    """Where the protocol compiles (bf16 CUDA graphs, not Windows: hardware.fine_tuning_plan), the check's BBC News
+    step runs its way, 5 seeds compiled as one model, so its pace projects the protocol as it would run; elsewhere
+    one seed, uncompiled (a CPU's dry run stays short)."""
+    import argparse as ap
+    import gpu_check
+    import torch
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: gpu is not None)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    monkeypatch.setattr(sys, "platform", platform)
+    args = ap.Namespace(preset="paper", micro_batch=0, minutes=1.2, workers=8, official=None, glue_dir=None,
+                        skip="", experiments=False)
+    command = " ".join({name: c for name, _, c, _ in gpu_check.steps(args, tmp_path)}["finetune"])
+    assert (" --seeds 5 --compile " in command) == protocol and (" --seeds 1 " in command) != protocol, gpu
 
 
 def test_bench_profile_prints_where_the_step_s_time_goes_by_kind_and_by_name(capsys):
