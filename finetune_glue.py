@@ -9,8 +9,8 @@
 One recipe for all tasks, named by the checkpoint's preset (PAPER, TINY below; flags win): [CLS] A [SEP] B [SEP], a
 fresh head, cross-entropy (a regression such as STS-B: MSE), AdamW, warm-up then cosine decay, mixed precision on
 CUDA (hardware.py); dev metrics after the last epoch, median over seeds, beside those of no model at all (the
-majority class, or the training mean). On a CUDA GPU in bf16 a run of 100,000 batches a head shape (the protocol) is
-compiled, a task's seeds as one model (hardware.fine_tuning_plan, hardware.together, docs/gpu.md; --no-compile: not).
+majority class, or the training mean). A long run on a CUDA GPU in bf16 (100,000 batches a head shape: the protocol)
+is compiled, a task's seeds trained as one model, as it pays (hardware.fine_tuning_plan; --no-compile turns it off).
 What a task is (its columns, labels, metrics), how its files are read and the table: tasks.py; the model and the
 kept classifier: classifier.py.
 Each dev number carries its 95% interval over the dev rows (tasks.intervals), a small dev set says what one row is
