@@ -162,15 +162,18 @@ COMPILE_PAYS = 100_000  # fine-tuning batches (every seed's) a head shape from w
 
 
 def fine_tuning_plan(device, batches, seeds, n_params, compile=None, together=None, heads=1):
-    """finetune_glue.py's --compile and --seeds_together where they are not given (None): (compile?, seeds in a
-    step). Compiled, with the seeds as one model, where steps are CUDA graphs (bf16), torch.compile works (not on
-    Windows) and the run trains COMPILE_PAYS batches (over its tasks, seeds and epochs) for each of its `heads` shapes
-    (2 classes, 3, a regression: each compiles its own graphs); else uncompiled, one seed after another. Measured
-    in the loop (one H200, CoLA's first 3,000 rows, 5 seeds; notes 2026-11-26 23:35): compiled as one model 3.04 ms
-    a batch, after 95 s of warm-up (compiling); uncompiled 5.2 (BBC News) to 6.9 ms (RTE), not measured on CoLA
-    itself. So ~2 ms saved a batch, against ~45 s of compile a head shape and padded width (up to 4 widths a head,
-    arithmetic): a head shape's minutes are earned back from ~100,000 batches. The GLUE protocol (1,483,075 for
-    3 head shapes) pays; CoLA alone (13,375 for its 5 seeds) does not. Seeds as one model are refused in fp16."""
+    """finetune_glue.py's defaults for --compile and --seeds_together (None: not given): (compile?, seeds in a step).
+
+    A compile costs minutes and saves milliseconds a batch, so it pays only in a long run. Measured in the loop (one
+    H200, CoLA's first 3,000 rows, 5 seeds; notes 2026-11-26 23:35): 5 seeds compiled as one model took 3.04 ms a
+    batch of one run, after 95 s of compiling; uncompiled, one seed took 5.2 (BBC News) to 6.9 ms (RTE). That is ~2
+    ms saved a batch against ~45 s a graph, and each head shape (2 classes, 3, a regression) compiles up to 4 graphs,
+    one a padded width: ~3 minutes, earned back in ~100,000 batches (arithmetic).
+
+    So: compiled, with the seeds as one model, where steps are CUDA graphs (bf16), torch.compile works (not on
+    Windows) and the run (its tasks, seeds and epochs) has COMPILE_PAYS batches for each of its `heads` shapes; else
+    uncompiled, one seed after another. GLUE's protocol (1,483,075 batches, 3 head shapes) compiles; CoLA alone
+    (13,375 for its 5 seeds) does not. Seeds as one model are refused in fp16: one loss scale for all of them."""
     if compile is None:
         compile = use_cuda_graphs(device) and compile_by_default(device) and batches >= COMPILE_PAYS * heads
     if together is None:
