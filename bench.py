@@ -188,8 +188,8 @@ def finetune_runs(cfg, vocab, T, device, seeds, warmup, steps, compile_):
     """--finetune: the step of `seeds` fine-tuning runs trained as one model, as finetune_glue.py steps them
     (hardware.together, finetune_glue.training_step: the checkpoint's encoder and a fresh head, the paper's recipe:
     batch 16, dropout 0.1, AdamW; on a CUDA GPU a graph) on a batch of T-token pairs. Seconds a step, divided by
-    `seeds`: the cost of one run's step. compile_: under torch.compile, as finetune_glue.py --compile (an experiment:
-    this measures what it buys). Returns (seconds, seconds of the warm-up steps: compiling, recording graphs, the
+    `seeds`: the cost of one run's step. compile_: under torch.compile, as finetune_glue.py --compile (its default for
+    a long run: hardware.fine_tuning_plan). Returns (seconds, seconds of the warm-up steps: compiling, recording graphs, the
     step on its batch: for profile)."""
     import finetune_glue
     from classifier import GlueModel
