@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 
 import hardware
+from finetune_glue import PROTOCOL_STEPS
 
 ROOT = Path(__file__).resolve().parent
 
@@ -39,7 +40,7 @@ def steps(args, out):
     paper = ["--preset", args.preset, "--data_dir", str(data), *micro, "--out_dir", str(run), "--eval_every", "0.5"]
     hours = args.minutes / 60
     cuda, glue_out = torch.device("cuda"), ["--out", str(out / "glue")]
-    protocol = torch.cuda.is_available() and hardware.use_cuda_graphs(cuda) and hardware.compile_by_default(cuda)
+    protocol = torch.cuda.is_available() and hardware.compile_pays(cuda, PROTOCOL_STEPS, heads=3)  # GLUE's compiles
     bbc = ["--seeds", "5", "--compile"] if protocol else ["--seeds", "1"]  # BBC News as the GLUE protocol runs
     # where it compiles (finetune_glue.py's default for a run that long): 5 seeds compiled as one model
     pace = r"pace: (.*?ms a step.*?\)).*?(protocol.*? ~ [\d.]+ h)"  # what finetune_glue.py prints

@@ -161,6 +161,12 @@ def seeds_at_once(device, seeds, n_params):
 COMPILE_PAYS = 100_000  # fine-tuning batches (every seed's) a head shape from which torch.compile earns its warm-up
 
 
+def compile_pays(device, batches, heads=1):
+    """fine_tuning_plan's rule for compiling (below): a GPU where it works and was measured, a run long enough."""
+    return use_cuda_graphs(device) and compile_by_default(device) and torch.__version__ >= (2, 11) and \
+        batches >= COMPILE_PAYS * heads
+
+
 def fine_tuning_plan(device, batches, seeds, n_params, compile=None, together=None, heads=1):
     """finetune_glue.py's defaults for --compile and --seeds_together (None: not given): (compile?, seeds in a step).
 
@@ -171,11 +177,12 @@ def fine_tuning_plan(device, batches, seeds, n_params, compile=None, together=No
     one a padded width: ~3 minutes, earned back in ~100,000 batches (arithmetic).
 
     So: compiled, with the seeds as one model, where steps are CUDA graphs (bf16), torch.compile works (not on
-    Windows) and the run (its tasks, seeds and epochs) has COMPILE_PAYS batches for each of its `heads` shapes; else
-    uncompiled, one seed after another. GLUE's protocol (1,483,075 batches, 3 head shapes) compiles; CoLA alone
+    Windows), torch is 2.11 or later (compiled vmap is measured there, on a GPU; older, not tried) and the run (its
+    tasks, seeds and epochs) has COMPILE_PAYS batches for each of its `heads` shapes; else uncompiled, one seed after
+    another. GLUE's protocol (1,483,075 batches, 3 head shapes) compiles; CoLA alone
     (13,375 for its 5 seeds) does not. Seeds as one model are refused in fp16: one loss scale for all of them."""
     if compile is None:
-        compile = use_cuda_graphs(device) and compile_by_default(device) and batches >= COMPILE_PAYS * heads
+        compile = compile_pays(device, batches, heads)
     if together is None:
         together = 0 if compile else 1  # 0: all the seeds that fit (seeds_at_once)
     together = min(seeds, together or seeds_at_once(device, seeds, n_params))

@@ -71,6 +71,7 @@ def test_fine_tuning_is_compiled_with_its_seeds_as_one_model_where_the_run_is_lo
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
     properties = types.SimpleNamespace(total_memory=memory)
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device=None: properties)
+    monkeypatch.setattr(torch, "__version__", torch.torch_version.TorchVersion("2.11.0+cu130"))  # as measured
     plan, cuda, n = hardware.fine_tuning_plan, torch.device("cuda", 0), 119.6e6
     assert plan(cuda, 1_483_075, 5, n) == long_run, gpu
     assert plan(cuda, hardware.COMPILE_PAYS, 5, n) == long_run and plan(cuda, 13_375, 5, n) == (False, 1)
@@ -84,6 +85,9 @@ def test_fine_tuning_is_compiled_with_its_seeds_as_one_model_where_the_run_is_lo
         assert plan(other, 1_483_075, 5, n) == (False, 1) and plan(other, 10, 5, n, compile=True) == (True, 1)
     monkeypatch.setattr(sys, "platform", "win32")  # torch ships no Triton for Windows: its compile fails there
     assert plan(cuda, 1_483_075, 5, n) == (False, 1)
+    monkeypatch.setattr(sys, "platform", "linux")
+    monkeypatch.setattr(torch, "__version__", torch.torch_version.TorchVersion("2.6.0+cu124"))
+    assert plan(cuda, 1_483_075, 5, n) == (False, 1)  # compiled vmap not tried before 2.11: one seed, uncompiled
     if capability < (8, 0):
         with pytest.raises(cram.CramError, match="--seeds_together 2 needs bf16"):
             plan(cuda, 10, 5, n, together=2)

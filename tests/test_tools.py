@@ -538,6 +538,7 @@ def test_the_gpu_check_fine_tunes_bbc_news_as_the_glue_protocol_runs_on_its_gpu(
     monkeypatch.setattr(torch.cuda, "is_available", lambda: gpu is not None)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
     monkeypatch.setattr(sys, "platform", platform)
+    monkeypatch.setattr(torch, "__version__", torch.torch_version.TorchVersion("2.11.0+cu130"))  # as measured
     args = ap.Namespace(preset="paper", micro_batch=0, minutes=1.2, workers=8, official=None, glue_dir=None,
                         skip="", experiments=False)
     command = " ".join({name: c for name, _, c, _ in gpu_check.steps(args, tmp_path)}["finetune"])
