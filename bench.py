@@ -189,8 +189,8 @@ def finetune_runs(cfg, vocab, T, device, seeds, warmup, steps, compile_):
     (hardware.together, finetune_glue.training_step: the checkpoint's encoder and a fresh head, the paper's recipe:
     batch 16, dropout 0.1, AdamW; on a CUDA GPU a graph) on a batch of T-token pairs. Seconds a step, divided by
     `seeds`: the cost of one run's step. compile_: under torch.compile, as finetune_glue.py --compile (its default for
-    a long run: hardware.fine_tuning_plan). Returns (seconds, seconds of the warm-up steps: compiling, recording graphs, the
-    step on its batch: for profile)."""
+    a long run: hardware.fine_tuning_plan). Returns (seconds, seconds of the warm-up steps: compiling, recording
+    graphs, the step on its batch: for profile)."""
     import finetune_glue
     from classifier import GlueModel
     args, models = argparse.Namespace(**finetune_glue.PAPER), []

@@ -179,8 +179,8 @@ def fine_tuning_plan(device, batches, seeds, n_params, compile=None, together=No
     So: compiled, with the seeds as one model, where steps are CUDA graphs (bf16), torch.compile works (not on
     Windows), torch is 2.11 or later (compiled vmap is measured there, on a GPU; older, not tried) and the run (its
     tasks, seeds and epochs) has COMPILE_PAYS batches for each of its `heads` shapes; else uncompiled, one seed after
-    another. GLUE's protocol (1,483,075 batches, 3 head shapes) compiles; CoLA alone
-    (13,375 for its 5 seeds) does not. Seeds as one model are refused in fp16: one loss scale for all of them."""
+    another. GLUE's protocol (1,483,075 batches, 3 head shapes) compiles; CoLA alone (13,375 for its 5 seeds) does
+    not. Seeds as one model are refused in fp16: one loss scale for all of them."""
     if compile is None:
         compile = compile_pays(device, batches, heads)
     if together is None:

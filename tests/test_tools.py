@@ -529,7 +529,7 @@ def test_the_gpu_check_runs_the_compiled_fine_tuning_experiments_only_when_asked
     ("an H100", (9, 0), "linux", True), ("an H100", (9, 0), "win32", False)])
 def test_the_gpu_check_fine_tunes_bbc_news_as_the_glue_protocol_runs_on_its_gpu(gpu, capability, platform, protocol,
                                                                                  tmp_path, monkeypatch):
-    """Where the protocol compiles (bf16 CUDA graphs, not Windows: hardware.fine_tuning_plan), the check's BBC News
+    """Where the protocol compiles (bf16 CUDA graphs, not Windows: hardware.compile_pays), the check's BBC News
     step runs its way, 5 seeds compiled as one model, so its pace projects the protocol as it would run; elsewhere
     one seed, uncompiled (a CPU's dry run stays short)."""
     import argparse as ap
