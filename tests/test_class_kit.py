@@ -108,6 +108,7 @@ def test_in_a_student_copy_every_stub_fails_not_written_yet_and_written_it_passe
     assert code == 0 and out.strip().endswith("10 of 10 passed"), out + err
 
 
+@pytest.mark.slow
 def test_the_student_copy_trains_where_training_needs_no_stub_and_else_names_the_exercise_in_one_line(tmp_path):
     data = write_data(tmp_path / "data")
     flags = ["--preset", "tiny", "--device", "cpu", "--max_steps", "5", "--data_dir", str(data), "--n_layer", "2",
@@ -258,6 +259,7 @@ def looping(source, name):
     return "".join(lines)
 
 
+@pytest.mark.slow
 def test_grading_a_class_gives_a_row_per_student_and_an_endless_loop_times_out(tmp_path, capsys, monkeypatch):
     """Three students (right, a slip, an endless loop) and one who wrote nothing: a row each, the loop stopped."""
     names = ["lr_schedule", "batch_ramp"]

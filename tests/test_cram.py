@@ -358,6 +358,7 @@ def test_same_seed_gives_the_same_loss_curve_bit_for_bit(tmp_path):
     assert curves[0] == curves[1]
 
 
+@pytest.mark.slow
 def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path):
     data = write_data(tmp_path / "data")
     flags = ["--data_dir", str(data), "--max_steps", "12", "--ckpt_every_min", "0", *TINY_FLAGS]
@@ -393,6 +394,7 @@ def test_sigint_saves_a_checkpoint_and_says_how_to_resume(tmp_path):
     assert "--resume" in out and (tmp_path / "out" / "ckpt.pt").exists()
 
 
+@pytest.mark.slow
 def test_torchrun_with_two_cpu_processes_trains(tmp_path):
     data = write_data(tmp_path / "data")
     p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
@@ -414,6 +416,7 @@ def _error(tmp_path, *args):
     return p.stderr
 
 
+@pytest.mark.slow
 def test_bad_inputs_get_one_line_errors(tmp_path):
     data = write_data(tmp_path / "data")
     assert "run `python prepare.py" in _error(tmp_path, "--data_dir", str(tmp_path / "nowhere"))
@@ -473,6 +476,7 @@ def test_divergence_stops_with_a_clear_message_and_keeps_finite_weights_on_disk(
     assert all(torch.isfinite(v).all() for v in state.values())
 
 
+@pytest.mark.slow
 def test_resume_refuses_a_checkpoint_from_another_model_or_data(tmp_path):
     data = write_data(tmp_path / "data")
     run_cram("--data_dir", str(data), "--out_dir", str(tmp_path / "out"), "--max_steps", "1", *TINY_FLAGS)

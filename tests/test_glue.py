@@ -435,6 +435,7 @@ def test_a_task_s_seeds_trained_as_one_model_learn_what_each_learns_alone():
     assert not torch.allclose(alone[0]["head.3.weight"], alone[1]["head.3.weight"])  # two seeds, two models
 
 
+@pytest.mark.slow
 def test_compile_fine_tunes_as_the_plain_model_does_with_one_graph_for_all_seeds():
     """--compile: torch.compile of the forward trains each seed to the plain losses, and a seed's model reuses the
     graph of the seeds before it: graphs a head shape, not a seed (past torch's limit of 8 recompiles a function, it
@@ -473,6 +474,7 @@ def test_seeds_as_one_model_draw_their_own_dropout():
     assert losses[0] != losses[1] and not torch.equal(models[0].head[3].weight, models[1].head[3].weight)
 
 
+@pytest.mark.slow
 def test_seeds_compiled_as_one_model_stay_compiled_through_the_protocol_s_head_shapes_and_widths(monkeypatch):
     """--compile --seeds_together: under vmap each (head shape, padded width) is a graph of its own, 3 heads x 3
     widths here (GLUE: 3 x 4). Past torch's default of 8 recompiles a function, torch would run the rest uncompiled,
@@ -754,6 +756,7 @@ def assert_one_line_error(run, *needles):
     assert last.startswith("finetune_glue.py: error:") and all(n in last for n in needles), stderr
 
 
+@pytest.mark.slow
 def test_a_damaged_tokenizer_meta_or_checkpoint_is_a_one_line_error(bad_runs):
     assert_one_line_error(bad_runs["damaged_tokenizer"], "cannot load", "bad_tok/tokenizer.json")
     assert_one_line_error(bad_runs["damaged_meta"], "bad_meta/meta.json is damaged")

@@ -151,6 +151,7 @@ def test_the_loss_is_computed_inside_the_model_and_equals_the_cross_entropy_of_i
     assert torch.allclose(model(inputs, positions, targets), expected, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_torch_compile_trains_the_model_with_its_loss_inside_under_autocast():
     torch.manual_seed(0)
     model = cram.CrammedBERT(cram.Config(n_layer=1, n_embd=32, n_head=2, ffn_hidden=64), 50, 16)
@@ -318,6 +319,7 @@ if rank == 0:
 """
 
 
+@pytest.mark.slow
 def test_under_ddp_rank_zero_s_evaluation_costs_no_budget(tmp_path):
     # a 3-second budget, evaluated every quarter, each evaluation 2 s: charged to the budget, the first would end it
     p = torchrun(tmp_path, SLOW_EVAL, "--budget_hours", str(3 / 3600), "--eval_every", "0.25",
@@ -481,6 +483,7 @@ def runs(tmp_path_factory):
     return tmp, ddp.stdout, shard.stdout
 
 
+@pytest.mark.slow
 def test_sharded_training_follows_ddp_step_for_step(runs):
     tmp, ddp, shard = runs
     (losses, vals), (losses_s, vals_s) = curve(tmp / "ddp"), curve(tmp / "shard")
@@ -537,6 +540,7 @@ def test_a_sharded_checkpoint_is_the_one_file_every_tool_reads(runs, tmp_path):
     assert "resuming at step 12" in log and "done: 14 steps" in log
 
 
+@pytest.mark.slow
 def test_kill_and_resume_of_a_sharded_run_continues_it_bit_for_bit(runs):
     tmp, _, _ = runs
     killed = sharded_run(tmp / "data", tmp / "killed", "--shard", patch=KILL_AFTER_STEP_6)
@@ -702,6 +706,7 @@ torch.distributed.destroy_process_group()
 """
 
 
+@pytest.mark.slow
 def test_an_offloaded_run_s_group_reduces_cpu_tensors_which_an_nccl_only_group_cannot(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "platform", "linux")
     script = tmp_path / "group_check.py"

@@ -33,6 +33,7 @@ def test_the_committed_lesson_has_its_outputs_and_needs_nothing_outside_the_repo
     assert "../shared" not in source and "pip install -q -r requirements.txt" in source
 
 
+@pytest.mark.slow
 def test_the_lesson_runs_top_to_bottom_offline_and_draws_its_pictures(tmp_path, monkeypatch):
     monkeypatch.setenv("LESSON_QUICK", "1")  # the kernel inherits the environment: fewer steps
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # no hub: a call to it fails at once

@@ -274,6 +274,7 @@ def test_a_crafted_model_pt_runs_nothing_and_is_refused_in_one_line(kept, tmp_pa
     assert not marker.exists()
 
 
+@pytest.mark.slow
 def test_bad_own_task_inputs_are_one_line_errors_and_write_nothing(ckpt, tmp_path):
     good = write(tmp_path / "good.csv", rows(9))
     (tmp_path / "empty.csv").write_text("", encoding="utf-8")
@@ -316,6 +317,7 @@ def test_empty_texts_are_skipped_and_named_in_one_warning(tmp_path, capsys):
     assert len(split.a) == 4 and "skipped 1 malformed row (line 4: 'sentence' is empty)" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_classify_refuses_empty_text_a_pair_without_sep_and_overwriting_its_input(kept):
     tmp, _, dev, _ = kept
     assert "text 1 is empty on one side of [SEP]" in one_line([tmp / "model", " [SEP] dog"], "classify.py")

@@ -281,6 +281,7 @@ def python_commands(text=README):
                     yield words[scripts[0]], words[scripts[0] + 1:]
 
 
+@pytest.mark.slow
 def test_every_flag_in_a_readme_command_exists_in_its_script():
     """The README's and the docs pages' commands (not the lab notebook's: it records commands as they ran then)."""
     seen = set()
