@@ -8,18 +8,17 @@
 
 One recipe for all tasks, named by the checkpoint's preset (PAPER, TINY below; flags win): [CLS] A [SEP] B [SEP], a
 fresh head, cross-entropy (a regression such as STS-B: MSE), AdamW, warm-up then cosine decay, mixed precision on
-CUDA (hardware.py); dev metrics after the last epoch, median over seeds, beside those of no model at all (the
-majority class, or the training mean). A long run on a CUDA GPU in bf16 (100,000 batches a head shape: the protocol)
-is compiled, a task's seeds trained as one model, as it pays (hardware.fine_tuning_plan; --no-compile turns it off).
-What a task is (its columns, labels, metrics), how its files are read and the table: tasks.py; the model and the
-kept classifier: classifier.py.
-Each dev number carries its 95% interval over the dev rows (tasks.intervals), a small dev set says what one row is
-worth, and --vs_random's difference says when it is within the noise. Outputs in --out (default: the checkpoint's
-folder), each run's kept in its own files, glue-<tasks>-<time>.md and .json and predictions/glue-<tasks>-<time>/:
-glue.md (the table), glue.json (every number, per seed, settings, wall times) and predictions/<set>[.random_init].tsv
-(index, prediction, label; the median seed's), always the latest run's.
+CUDA; dev metrics after the last epoch, median over seeds, beside no model at all (the majority class, or the
+training mean), each with its 95% interval over the dev rows (tasks.intervals). A long run on a CUDA GPU in bf16 (the
+protocol) is compiled, a task's seeds trained as one model (hardware.fine_tuning_plan; --no-compile: off). Tasks,
+their files and the table: tasks.py; the model and the kept classifier: classifier.py.
+Outputs in --out (default: the checkpoint's folder): glue.md (the table), glue.json (every number, per seed,
+settings, wall times) and predictions/<set>[.random_init].tsv (index, prediction, label; the median seed's), always
+the latest run's; and each run's own copy, glue-<tasks>-<time>.md, .json and predictions/glue-<tasks>-<time>/,
+written as each task ends: an interrupted run keeps its finished tasks.
 """
 import argparse
+import functools
 import itertools
 import json
 import math
@@ -40,8 +39,8 @@ from cram import CramError, CrammedBERT, pick_device
 from hardware import Replay, amp_dtype, autocast, compile_forward, fine_tuning_plan, run_info, safe_console, together
 from hardware import use_cuda_graphs
 from official import load_pretrained  # a cram.py checkpoint or the paper's released folder
-from tasks import (GLUE, INTERVALS, average, baseline, compute_metrics, count, difference, file_task, glue_task,
-                   intervals, load_task, markdown, one_row, scored)
+from tasks import (GLUE, INTERVALS, average, baseline, compute_metrics, count, describe, difference, intervals,
+                   load_task, markdown, one_row, pick_tasks, scored)
 from tokenizer import load_tokenizer
 
 # Recipes, named by the checkpoint's preset; every value is also a flag, which wins. The paper's "GLUE-sane" set:
@@ -249,21 +248,6 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
-def pick_tasks(args):
-    """The tasks to run, GLUE's (--tasks, in the table's order) or the one of --train_file, each checked in one line."""
-    if args.train_file:
-        if args.tasks or not args.validation_file:
-            raise CramError("--train_file needs --validation_file (its evaluation rows), and no --tasks: your task "
-                            "and GLUE's run apart")
-        return [file_task(args)]
-    if args.validation_file or args.text_columns or args.task_name:
-        raise CramError("--validation_file, --text_columns and --task_name describe your own task: add --train_file")
-    wanted = [t.strip().lower() for t in (args.tasks or ",".join(GLUE)).split(",") if t.strip()]
-    if unknown := next((t for t in wanted if t not in GLUE), None):
-        raise CramError(f"unknown task {unknown!r}: choose from {','.join(GLUE)} (wnli is left out, as in the paper)")
-    return [glue_task(t, args.glue_dir) for t in GLUE if t in wanted]
-
-
 def run(args):
     t_start = time.time()
     for name, ok, what in ((n, ok, what) for names, ok, what in RULES for n in names.split()):
@@ -287,13 +271,7 @@ def run(args):
     info = run_info(device)
     print(f"settings: {json.dumps(vars(args))}\nrun: {json.dumps(info)}")
     data = {task.name: (task, *load_task(task, args)) for task in tasks}  # every file read: a bad one costs no training
-    for task, train, _ in data.values():
-        kind = "classification" if task.labels else "regression" + (" (labels with a decimal point; classes? write "
-                                                                    "them as whole numbers or words)") * (not task.hub)
-        counts = "" if task.labels is None else ", labels " + ", ".join(
-            f"{name!r} {n}" for name, n in zip(task.labels, np.bincount(train.labels, minlength=len(task.labels))))
-        print(f"task {task.name}: {kind}, text {[c for c in task.columns[:2] if c is not None]}, label "
-              f"{task.columns[2]!r}, {len(train.a)} train rows{counts}")
+    print("\n".join(describe(task, train) for task, train, _ in data.values()))
     inits = [False, True] if args.vs_random else [args.random_init]  # random init: the no-pretraining baseline
     batches = sum(math.ceil(len(train.a) / args.batch_size) for _, train, _ in data.values()) * args.epochs * \
         args.seeds * len(inits)  # every seed's; what compiling must earn back (hardware.fine_tuning_plan)
@@ -320,44 +298,59 @@ def run(args):
                   f"{protocol * step_s / 3600:.1f} h at this pace (arithmetic: its tasks' lengths differ); its first "
                   f"300 steps took {warm_s:.0f} s" + " (compiling or recording graphs)" * bool(args.compile or graphed))
     report = {init: {"table": {}, "baseline": {}, "results": {}, "tasks": {}, "draws": {}} for init in inits}
-    outputs = {}
-    for task, train, devs in data.values():
-        for init in inits:  # the same data, seeds and recipe
-            run_task(task, train, devs, None if init else pretrained.state_dict(), cfg, tok, args, device, outputs,
-                     report[init], keep=bool(args.save_model) and init == inits[0], pace=pace)
-    r, total_s = report[inits[0]], time.time() - t_start  # r: the first row's (pretrained unless --random_init)
-    titles = {s: f"{title} {task.metrics[0]}" for task, _, _ in data.values() for s, (title, _) in task.evals.items()}
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(t_start))  # this run's own files: an earlier run's stay
+    outputs, stamp = {}, time.strftime("%Y%m%d-%H%M%S", time.localtime(t_start))  # this run's own files
     base = "glue-" + re.sub(r"[^\w,.-]+", "_", ",".join(data))[:60] + f"-{stamp}"
     this = next(name for name in itertools.chain([base], (f"{base}-{k}" for k in itertools.count(2)))
                 if not (out_dir / f"{name}.json").exists() and not (out_dir / "predictions" / name).exists())
-    md = markdown({args.ckpt + " (random init)" * i: rep for i, rep in report.items()}, r["baseline"], titles,
-                  args.seeds, args.recipe, [f"This run's own copy: {this}.md and .json, predictions/{this}/; glue.md "
-                                            "and glue.json are always the latest run's."])
-    compared = difference(report[False], report[True]) if args.vs_random else None
-    keep = r.pop("keep", None)
-    for rep in report.values():  # the bootstrap draws: for the table's intervals, not for glue.json
-        del rep["draws"]
-    outputs.update({f"predictions/{this}/{name.removeprefix('predictions/')}": text for name, text in outputs.items()})
-    outputs[f"{this}.md"] = outputs["glue.md"] = md
-    outputs[f"{this}.json"] = outputs["glue.json"] = json.dumps({
-        "checkpoint": os.path.abspath(args.ckpt), "random_init": inits[0], "recipe": args.recipe, "total_s": total_s,
-        "settings": vars(args), "run": info, "this_run": this, "intervals": INTERVALS, "pace": paced, **r,
-        "average": average(r["table"]), "average_over": list(r["table"]),
-        **({f"random_init_{k}": v for k, v in report[True].items()} if args.vs_random else {}),
-        **({"difference": compared} if compared else {})}, indent=1)
-    if keep:
+    write = functools.partial(publish, out_dir, this, args, data, report, outputs, info, paced, t_start)
+    for n, (task, train, devs) in enumerate(data.values(), 1):
+        try:
+            for init in inits:  # the same data, seeds and recipe
+                run_task(task, train, devs, None if init else pretrained.state_dict(), cfg, tok, args, device,
+                         outputs, report[init], keep=bool(args.save_model) and init == inits[0], pace=pace)
+        except KeyboardInterrupt:  # Ctrl-C: the tasks done so far are already in this run's own copy
+            raise CramError("interrupted: the earlier glue.md, glue.json and predictions/ stay" + (
+                f"; this run's finished tasks are in {out_dir / this}.md and .json" if n > 1 else "")) from None
+        if n < len(data):  # a long run's tasks, each kept as it ends: a crash or Ctrl-C later loses none of them
+            write(final=False)
+    if keep := report[inits[0]].get("keep"):
         task, train, _ = next(iter(data.values()))
         save_classifier(args.save_model, task, keep, cfg, tok, args)
-    for name, text in outputs.items():  # only now, all at once, glue.json last: a failed run leaves the earlier ones
+    md, total_s = write(final=True), time.time() - t_start
+    print("\n" + md + f"\nwrote {out_dir}/{this}.md, .json and predictions/{this}/ (this run's, kept), and glue.md, "
+          "glue.json and predictions/*.tsv (the latest run's: an earlier run's stay in its own glue-*.md)" + (
+              f", the classifier to {args.save_model} (classify.py)" if keep else "") + f"; {total_s / 60:.1f} min")
+    return report[inits[0]]["table"]
+
+
+def publish(out_dir, this, args, data, report, outputs, info, paced, t_start, final):
+    """Writes the tasks done so far into this run's own copy ({this}.md and .json, predictions/{this}/); final: also
+    glue.md, glue.json and predictions/*.tsv, the latest run's. Returns the table. Each file is written whole, then
+    renamed into place, glue.json last: a failed run never leaves half a file, and never touches the latest run's."""
+    r, inits = report[next(iter(report))], list(report)  # r: the first row's (pretrained unless --random_init)
+    titles = {s: f"{title} {task.metrics[0]}" for task, _, _ in data.values() for s, (title, _) in task.evals.items()
+              if s in r["table"]}  # the tasks done
+    rest = ",".join(t for t in data if t not in r["tasks"])
+    notes = [f"This run's own copy: {this}.md and .json, predictions/{this}/; glue.md and glue.json are always the "
+             "latest run's."] + [f"Partial: {len(r['tasks'])} of {len(data)} tasks done; the rest, if the run stopped: "
+                                 f"--tasks {rest}"] * (not final)
+    md = markdown({args.ckpt + " (random init)" * i: rep for i, rep in report.items()}, r["baseline"], titles,
+                  args.seeds, args.recipe, notes)
+    rows = {"random_init_" * second + k: v for second, rep in enumerate(report.values()) for k, v in rep.items()
+            if k not in ("draws", "keep")}  # --vs_random's second row prefixed; the bootstrap draws: the table's
+    files = {f"predictions/{this}/{name.removeprefix('predictions/')}": text for name, text in outputs.items()}
+    files[f"{this}.md"], files[f"{this}.json"] = md, json.dumps({
+        "checkpoint": os.path.abspath(args.ckpt), "random_init": inits[0], "recipe": args.recipe, "final": final,
+        "total_s": time.time() - t_start, "settings": vars(args), "run": info, "this_run": this,
+        "intervals": INTERVALS, "pace": paced, **rows, "average": average(r["table"]), "average_over": list(r["table"]),
+        **({"difference": difference(*report.values())} if args.vs_random else {})}, indent=1)
+    if final:
+        files = {**outputs, **files, "glue.md": md, "glue.json": files[f"{this}.json"]}
+    for name, text in files.items():
         (out_dir / name).parent.mkdir(parents=True, exist_ok=True)
         (out_dir / f"{name}.tmp").write_text(text, encoding="utf-8")  # then rename: never a half-written file
         os.replace(out_dir / f"{name}.tmp", out_dir / name)
-    print("\n" + md + f"\nwrote {out_dir}/{this}.md, .json and predictions/{this}/ (this run's, kept), and glue.md, "
-          "glue.json and predictions/*.tsv (the latest run's: an earlier run's stay in its own glue-*.md)" +
-          (f", the classifier to {args.save_model} (classify.py)" if keep else "") +
-          f"; total wall time {total_s / 60:.1f} min")
-    return r["table"]
+    return md
 
 
 def main(argv=None):

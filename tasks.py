@@ -106,6 +106,21 @@ def file_task(args):
 NOTED = set()  # the files read_table has said are Windows-1252
 
 
+def pick_tasks(args):
+    """The tasks to run, GLUE's (--tasks, in the table's order) or the one of --train_file, each checked in one line."""
+    if args.train_file:
+        if args.tasks or not args.validation_file:
+            raise CramError("--train_file needs --validation_file (its evaluation rows), and no --tasks: your task "
+                            "and GLUE's run apart")
+        return [file_task(args)]
+    if args.validation_file or args.text_columns or args.task_name:
+        raise CramError("--validation_file, --text_columns and --task_name describe your own task: add --train_file")
+    wanted = [t.strip().lower() for t in (args.tasks or ",".join(GLUE)).split(",") if t.strip()]
+    if unknown := next((t for t in wanted if t not in GLUE), None):
+        raise CramError(f"unknown task {unknown!r}: choose from {','.join(GLUE)} (wnli is left out, as in the paper)")
+    return [glue_task(t, args.glue_dir) for t in GLUE if t in wanted]
+
+
 def excel_style(path):
     """(separator, byte-order mark?) of a .csv, to write one back as it came: ";" where its first line holds ";" and
     no "," (European Excel), a mark where it had one or is not UTF-8 (Excel's "CSV", Windows-1252)."""
@@ -267,6 +282,16 @@ def load_task(task, args):
         raise CramError(f"{task.train}: no usable training row is labelled {task.labels[min(absent)]!r} in the first "
                         f"{len(train.a)} (--max_train {args.max_train}; 0: all): shuffle the file, or raise it")
     return train, {s: read_split(task, f) for s, (_, f) in task.evals.items()}
+
+
+def describe(task, train):
+    """One line on what was read: the kind of task, its columns, its training rows and how many of each label."""
+    kind = "classification" if task.labels else "regression" + (" (labels with a decimal point; classes? write "
+                                                                "them as whole numbers or words)") * (not task.hub)
+    counts = "" if task.labels is None else ", labels " + ", ".join(
+        f"{name!r} {n}" for name, n in zip(task.labels, np.bincount(train.labels, minlength=len(task.labels))))
+    return (f"task {task.name}: {kind}, text {[c for c in task.columns[:2] if c is not None]}, label "
+            f"{task.columns[2]!r}, {len(train.a)} train rows{counts}")
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -233,7 +233,8 @@ def test_vs_random_reports_pretrained_random_init_and_their_difference(ckpt, glu
         assert len((tmp_path / "predictions" / f"{name}.tsv").read_text().splitlines()) == 1 + 6
 
 
-def test_a_failed_or_interrupted_run_keeps_the_earlier_table_and_predictions(ckpt, glue, tmp_path, monkeypatch):
+def test_a_failed_or_interrupted_run_keeps_the_earlier_run_s_files_and_its_own_finished_tasks(ckpt, glue, tmp_path,
+                                                                                             monkeypatch):
     out = tmp_path / "out"
     args = [str(ckpt), "--tasks", "rte,sst2", "--epochs", "1", "--seeds", "1", "--device", "cpu", "--out", str(out)]
     fg.main(args + ["--glue_dir", str(glue)])  # the earlier run
@@ -241,6 +242,7 @@ def test_a_failed_or_interrupted_run_keeps_the_earlier_table_and_predictions(ckp
     this = json.loads(before["glue.json"])["this_run"]
     assert set(before) == {"glue.md", "glue.json", "predictions/rte.tsv", "predictions/sst2.tsv", f"{this}.md",
                            f"{this}.json", f"predictions/{this}/rte.tsv", f"predictions/{this}/sst2.tsv"}
+    assert before[f"{this}.json"] == before["glue.json"] and json.loads(before["glue.json"])["final"]  # whole
 
     broken = tmp_path / "broken"  # the second task's dev set is damaged: the run stops before any fine-tuning
     shutil.copytree(glue, broken)
@@ -260,10 +262,18 @@ def test_a_failed_or_interrupted_run_keeps_the_earlier_table_and_predictions(ckp
             raise KeyboardInterrupt
         return real_finetune(*a)
     monkeypatch.setattr(fg, "finetune", interrupted)
-    with pytest.raises(SystemExit, match="error: interrupted: the earlier glue.md, glue.json and predictions/ stay"):
+    with pytest.raises(SystemExit, match="error: interrupted: the earlier glue.md, glue.json and predictions/ stay; "
+                       "this run's finished tasks are in .*glue-sst2,rte-.*md and .json"):
         fg.main(later + ["--glue_dir", str(glue)])
     assert len(calls) == 2
-    assert {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()} == before
+    after = {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    assert {k: v for k, v in after.items() if k in before} == before  # the earlier run's files, untouched
+    partial = json.loads(next(v for k, v in after.items() if k not in before and k.endswith(".json")))
+    assert set(after) - set(before) == {f"{partial['this_run']}.md", f"{partial['this_run']}.json",
+                                        f"predictions/{partial['this_run']}/sst2.tsv"}  # the finished task, kept
+    assert not partial["final"] and list(partial["table"]) == ["sst2"] and partial["settings"]["lr"] == 1e-3
+    md = after[f"{partial['this_run']}.md"].decode()
+    assert "Partial: 1 of 2 tasks done; the rest, if the run stopped: --tasks rte" in md
 
 
 # ---------------------------------------------------------------------------------------------- parsing
@@ -284,7 +294,7 @@ def test_glue_dir_comes_from_the_flag_then_the_environment_then_the_hub(glue, mo
     assert fg.parse_args(["out/ckpt.pt"]).glue_dir is None  # the hub
     monkeypatch.setenv("GLUE_DIR", str(glue))  # how CI runs the README's main job offline
     assert fg.parse_args(["out/ckpt.pt"]).glue_dir == str(glue)
-    assert fg.pick_tasks(fg.parse_args(["out/ckpt.pt", "--tasks", "rte"]))[0].train.startswith(str(glue))
+    assert tasks.pick_tasks(fg.parse_args(["out/ckpt.pt", "--tasks", "rte"]))[0].train.startswith(str(glue))
     assert fg.parse_args(["out/ckpt.pt", "--glue_dir", "elsewhere"]).glue_dir == "elsewhere"
 
 
