@@ -9,16 +9,18 @@
 One recipe for all tasks, named by the checkpoint's preset (PAPER, TINY below; flags win): [CLS] A [SEP] B [SEP], a
 fresh head, cross-entropy (a regression such as STS-B: MSE), AdamW, warm-up then cosine decay, mixed precision on
 CUDA; dev metrics after the last epoch, median over seeds, beside no model at all (the majority class, or the
-training mean), each with its 95% interval over the dev rows (tasks.intervals). A long run on a CUDA GPU in bf16 (the
-protocol) is compiled, a task's seeds trained as one model (hardware.fine_tuning_plan; --no-compile: off). Tasks,
-their files and the table: tasks.py; the model and the kept classifier: classifier.py.
+training mean), each with its 95% interval over the dev rows (tasks.intervals): a small dev set says what one row is
+worth, and --vs_random's difference when it is within the noise. A long run on a CUDA GPU in bf16 (100,000 batches a
+head shape: the protocol) is compiled, a task's seeds trained as one model (hardware.fine_tuning_plan; --no-compile
+turns it off). Tasks, their files, the table and the files written: tasks.py; the model and the kept classifier:
+classifier.py.
 Outputs in --out (default: the checkpoint's folder): glue.md (the table), glue.json (every number, per seed,
 settings, wall times) and predictions/<set>[.random_init].tsv (index, prediction, label; the median seed's), always
 the latest run's; and each run's own copy, glue-<tasks>-<time>.md, .json and predictions/glue-<tasks>-<time>/,
 written as each task ends: an interrupted run keeps its finished tasks.
 """
 import argparse
-import functools
+import contextlib
 import itertools
 import json
 import math
@@ -39,8 +41,8 @@ from cram import CramError, CrammedBERT, pick_device
 from hardware import Replay, amp_dtype, autocast, compile_forward, fine_tuning_plan, run_info, safe_console, together
 from hardware import use_cuda_graphs
 from official import load_pretrained  # a cram.py checkpoint or the paper's released folder
-from tasks import (GLUE, INTERVALS, average, baseline, compute_metrics, count, describe, difference, intervals,
-                   load_task, markdown, one_row, pick_tasks, scored)
+from tasks import (GLUE, baseline, compute_metrics, count, describe, intervals, load_task, one_row, pick_tasks, publish,
+                   scored)
 from tokenizer import load_tokenizer
 
 # Recipes, named by the checkpoint's preset; every value is also a flag, which wins. The paper's "GLUE-sane" set:
@@ -300,57 +302,37 @@ def run(args):
     report = {init: {"table": {}, "baseline": {}, "results": {}, "tasks": {}, "draws": {}} for init in inits}
     outputs, stamp = {}, time.strftime("%Y%m%d-%H%M%S", time.localtime(t_start))  # this run's own files
     base = "glue-" + re.sub(r"[^\w,.-]+", "_", ",".join(data))[:60] + f"-{stamp}"
-    this = next(name for name in itertools.chain([base], (f"{base}-{k}" for k in itertools.count(2)))
-                if not (out_dir / f"{name}.json").exists() and not (out_dir / "predictions" / name).exists())
-    write = functools.partial(publish, out_dir, this, args, data, report, outputs, info, paced, t_start)
+    for k in itertools.count(1):  # this run's own name, claimed by making its folder (a run started now takes -2)
+        this = base + f"-{k}" * (k > 1)
+        with contextlib.suppress(FileExistsError):
+            if not (out_dir / f"{this}.json").exists():
+                (out_dir / "predictions" / this).mkdir()
+                break
+
+    def write(final):  # the tasks done so far into this run's own copy; final: also glue.md and glue.json
+        return publish(out_dir, this, args, data, report, outputs, info, paced, t_start, final)
     for n, (task, train, devs) in enumerate(data.values(), 1):
         try:
             for init in inits:  # the same data, seeds and recipe
                 run_task(task, train, devs, None if init else pretrained.state_dict(), cfg, tok, args, device,
                          outputs, report[init], keep=bool(args.save_model) and init == inits[0], pace=pace)
-        except KeyboardInterrupt:  # Ctrl-C: the tasks done so far are already in this run's own copy
-            raise CramError("interrupted: the earlier glue.md, glue.json and predictions/ stay" + (
-                f"; this run's finished tasks are in {out_dir / this}.md and .json" if n > 1 else "")) from None
-        if n < len(data):  # a long run's tasks, each kept as it ends: a crash or Ctrl-C later loses none of them
-            write(final=False)
+            if n < len(data):  # a long run's tasks, each kept as it ends: a crash or Ctrl-C later loses none of them
+                write(final=False)
+        except BaseException:  # Ctrl-C, an error, out of memory: the finished tasks stay; say where, then stop as ever
+            if n == 1:
+                (out_dir / "predictions" / this).rmdir()  # claimed above, still empty
+            else:
+                print(f"finetune_glue.py: this run's finished tasks: {out_dir / this}.md and .json", file=sys.stderr)
+            raise
     if keep := report[inits[0]].get("keep"):
         task, train, _ = next(iter(data.values()))
         save_classifier(args.save_model, task, keep, cfg, tok, args)
     md, total_s = write(final=True), time.time() - t_start
     print("\n" + md + f"\nwrote {out_dir}/{this}.md, .json and predictions/{this}/ (this run's, kept), and glue.md, "
-          "glue.json and predictions/*.tsv (the latest run's: an earlier run's stay in its own glue-*.md)" + (
-              f", the classifier to {args.save_model} (classify.py)" if keep else "") + f"; {total_s / 60:.1f} min")
+          "glue.json and predictions/*.tsv (the latest run's: an earlier run's stay in its own glue-*.md)" +
+          (f", the classifier to {args.save_model} (classify.py)" if keep else "") +
+          f"; total wall time {total_s / 60:.1f} min")
     return report[inits[0]]["table"]
-
-
-def publish(out_dir, this, args, data, report, outputs, info, paced, t_start, final):
-    """Writes the tasks done so far into this run's own copy ({this}.md and .json, predictions/{this}/); final: also
-    glue.md, glue.json and predictions/*.tsv, the latest run's. Returns the table. Each file is written whole, then
-    renamed into place, glue.json last: a failed run never leaves half a file, and never touches the latest run's."""
-    r, inits = report[next(iter(report))], list(report)  # r: the first row's (pretrained unless --random_init)
-    titles = {s: f"{title} {task.metrics[0]}" for task, _, _ in data.values() for s, (title, _) in task.evals.items()
-              if s in r["table"]}  # the tasks done
-    rest = ",".join(t for t in data if t not in r["tasks"])
-    notes = [f"This run's own copy: {this}.md and .json, predictions/{this}/; glue.md and glue.json are always the "
-             "latest run's."] + [f"Partial: {len(r['tasks'])} of {len(data)} tasks done; the rest, if the run stopped: "
-                                 f"--tasks {rest}"] * (not final)
-    md = markdown({args.ckpt + " (random init)" * i: rep for i, rep in report.items()}, r["baseline"], titles,
-                  args.seeds, args.recipe, notes)
-    rows = {"random_init_" * second + k: v for second, rep in enumerate(report.values()) for k, v in rep.items()
-            if k not in ("draws", "keep")}  # --vs_random's second row prefixed; the bootstrap draws: the table's
-    files = {f"predictions/{this}/{name.removeprefix('predictions/')}": text for name, text in outputs.items()}
-    files[f"{this}.md"], files[f"{this}.json"] = md, json.dumps({
-        "checkpoint": os.path.abspath(args.ckpt), "random_init": inits[0], "recipe": args.recipe, "final": final,
-        "total_s": time.time() - t_start, "settings": vars(args), "run": info, "this_run": this,
-        "intervals": INTERVALS, "pace": paced, **rows, "average": average(r["table"]), "average_over": list(r["table"]),
-        **({"difference": difference(*report.values())} if args.vs_random else {})}, indent=1)
-    if final:
-        files = {**outputs, **files, "glue.md": md, "glue.json": files[f"{this}.json"]}
-    for name, text in files.items():
-        (out_dir / name).parent.mkdir(parents=True, exist_ok=True)
-        (out_dir / f"{name}.tmp").write_text(text, encoding="utf-8")  # then rename: never a half-written file
-        os.replace(out_dir / f"{name}.tmp", out_dir / name)
-    return md
 
 
 def main(argv=None):

@@ -6,7 +6,8 @@ GLUE's eight tasks are instances of Task (GLUE below), read from the official TS
 hub; a user's task is made from the files themselves by run_glue.py's conventions (file_task): a .csv, .tsv, .json
 or .jsonl file with a header, the text in sentence1 + sentence2, sentence or text (or --text_columns), the label in
 label (or --label_column); float labels make a regression, anything else classes named by the label values.
-Then the scores: each task's metrics, their intervals over the dev rows, and the table finetune_glue.py writes.
+Then the scores: each task's metrics, their intervals over the dev rows, and the table and files finetune_glue.py
+writes (publish).
 """
 import csv
 import io
@@ -15,6 +16,7 @@ import math
 import os
 import re
 import sys
+import time
 import urllib.request
 from collections import namedtuple
 from dataclasses import dataclass
@@ -317,7 +319,8 @@ def compute_metrics(task, preds, labels):
         right, n, true, said = np.trace(c, axis1=1, axis2=2), c.sum((1, 2)), c.sum(2), c.sum(1)  # (B,) (B,) (B, K)
         f1 = 2 * np.diagonal(c, axis1=1, axis2=2) / np.maximum(true + said, 1)          # per class; 0 if it is absent
         # Matthews' correlation for K classes (Gorodkin 2004); 0 when either side names one class only
-        cov_ts, cov_ss, cov_tt = right * n - (true * said).sum(1), n * n - (said ** 2).sum(1), n * n - (true ** 2).sum(1)
+        cov_ts = right * n - (true * said).sum(1)
+        cov_ss, cov_tt = n * n - (said ** 2).sum(1), n * n - (true ** 2).sum(1)
         metric = {"acc": lambda: right / n, "f1": lambda: f1[:, 1],                    # f1: of class 1 (MRPC, QQP)
                   "macro_f1": lambda: f1.sum(1) / ((true + said) > 0).sum(1),           # over the classes that occur
                   "mcc": lambda: cov_ts / np.sqrt(np.where(cov_ss * cov_tt > 0, cov_ss * cov_tt, np.inf))}
@@ -443,3 +446,40 @@ def markdown(reports, trivial, titles, seeds, recipe, notes):
         f"mean {avg}", f"[low, high]: the {INTERVALS}; the seeds' own spread is not in it." + (
             ' "within the noise": the difference\'s interval holds 0, so these dev rows cannot tell the two models '
             'apart.' if len(reports) == 2 else ""), *small, *notes]) + "\n"
+
+
+def publish(out_dir, this, args, data, report, outputs, info, paced, t_start, final):
+    """Writes the tasks done so far into this run's own copy ({this}.md and .json, predictions/{this}/); final: also
+    glue.md, glue.json and predictions/*.tsv, the latest run's. Returns the markdown table. Each file is written whole
+    (a .tmp, then renamed), glue.json last: a failed run leaves no half file, and an earlier run's files as they were.
+    """
+    inits = list(report)
+    r = report[inits[0]]  # the first row's (pretrained unless --random_init)
+    titles = {s: f"{title} {task.metrics[0]}" for task, _, _ in data.values() for s, (title, _) in task.evals.items()
+              if s in r["table"]}  # the tasks done
+    rest = ",".join(t for t in data if t not in r["tasks"])
+    notes = [f"This run's own copy: {this}.md and .json, predictions/{this}/; glue.md and glue.json are always the "
+             "latest run's."] + [f"Partial: {len(r['tasks'])} of {len(data)} tasks done; the rest, if the run "
+                                 f"stopped: --tasks {rest}"] * (not final)
+    md = markdown({args.ckpt + " (random init)" * i: rep for i, rep in report.items()}, r["baseline"], titles,
+                  args.seeds, args.recipe, notes)
+    saved = lambda rep: {k: v for k, v in rep.items() if k not in ("draws", "keep")}  # noqa: E731 (draws: the table's)
+    files = {f"predictions/{this}/{name.removeprefix('predictions/')}": text for name, text in outputs.items()}
+    files[f"{this}.md"], files[f"{this}.json"] = md, json.dumps({
+        "checkpoint": os.path.abspath(args.ckpt), "random_init": inits[0], "recipe": args.recipe, "final": final,
+        "total_s": time.time() - t_start, "settings": vars(args), "run": info, "this_run": this,
+        "intervals": INTERVALS, "pace": paced, **saved(r), "average": average(r["table"]),
+        "average_over": list(r["table"]),
+        **({f"random_init_{k}": v for k, v in saved(report[True]).items()} if args.vs_random else {}),
+        **({"difference": difference(report[False], report[True])} if args.vs_random else {})}, indent=1)
+    if final:
+        files = {**outputs, **files, "glue.md": md, "glue.json": files[f"{this}.json"]}
+    for name, text in files.items():
+        tmp = out_dir / f"{name}.tmp"
+        tmp.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, out_dir / name)
+        finally:  # a Ctrl-C between the two: no .tmp left behind
+            tmp.unlink(missing_ok=True)
+    return md

@@ -74,7 +74,7 @@ def with_preset(ckpt, preset, folder):
     return folder / "ckpt.pt"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def glue(tmp_path_factory):
     folder = tmp_path_factory.mktemp("glue")
     for task in LAYOUTS:
@@ -226,15 +226,15 @@ def test_vs_random_reports_pretrained_random_init_and_their_difference(ckpt, glu
     rows = {c[0].strip(): [float(x.split("[")[0]) for x in c[1:]] for c in cells}  # the number before its interval
     assert list(rows) == [str(ckpt), f"{ckpt} (random init)", "difference", "no model (majority class / training mean)"]
     for name, table in [(str(ckpt), pre), (f"{ckpt} (random init)", rnd)]:
-        assert rows[name] == pytest.approx([*table.values(), fg.average(table)], abs=0.05)
-    difference = [pre[n] - rnd[n] for n in pre] + [fg.average(pre) - fg.average(rnd)]
+        assert rows[name] == pytest.approx([*table.values(), tasks.average(table)], abs=0.05)
+    difference = [pre[n] - rnd[n] for n in pre] + [tasks.average(pre) - tasks.average(rnd)]
     assert rows["difference"] == pytest.approx(difference, abs=0.05) and any(abs(d) >= 0.1 for d in difference)
     for name in ("rte", "stsb", "rte.random_init", "stsb.random_init"):
         assert len((tmp_path / "predictions" / f"{name}.tsv").read_text().splitlines()) == 1 + 6
 
 
 def test_a_failed_or_interrupted_run_keeps_the_earlier_run_s_files_and_its_own_finished_tasks(ckpt, glue, tmp_path,
-                                                                                             monkeypatch):
+                                                                                             monkeypatch, capsys):
     out = tmp_path / "out"
     args = [str(ckpt), "--tasks", "rte,sst2", "--epochs", "1", "--seeds", "1", "--device", "cpu", "--out", str(out)]
     fg.main(args + ["--glue_dir", str(glue)])  # the earlier run
@@ -254,6 +254,14 @@ def test_a_failed_or_interrupted_run_keeps_the_earlier_run_s_files_and_its_own_f
         fg.main(later + ["--glue_dir", str(broken)])
     assert {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()} == before
 
+    def stopped(*a):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(fg, "finetune", stopped)  # Ctrl-C in the first task: nothing new, not even an empty folder
+    with pytest.raises(SystemExit, match="error: interrupted"):
+        fg.main(later + ["--glue_dir", str(glue)])
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == sorted(
+        [*before, "predictions", f"predictions/{this}"])
+
     calls = []  # Ctrl-C while the second task fine-tunes, the first one done
 
     def interrupted(*a):
@@ -262,10 +270,11 @@ def test_a_failed_or_interrupted_run_keeps_the_earlier_run_s_files_and_its_own_f
             raise KeyboardInterrupt
         return real_finetune(*a)
     monkeypatch.setattr(fg, "finetune", interrupted)
-    with pytest.raises(SystemExit, match="error: interrupted: the earlier glue.md, glue.json and predictions/ stay; "
-                       "this run's finished tasks are in .*glue-sst2,rte-.*md and .json"):
+    capsys.readouterr()
+    with pytest.raises(SystemExit, match="error: interrupted: the earlier glue.md, glue.json and predictions/ stay"):
         fg.main(later + ["--glue_dir", str(glue)])
     assert len(calls) == 2
+    assert re.search(r"this run's finished tasks: .*glue-sst2,rte-.*\.md and \.json", capsys.readouterr().err)
     after = {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
     assert {k: v for k, v in after.items() if k in before} == before  # the earlier run's files, untouched
     partial = json.loads(next(v for k, v in after.items() if k not in before and k.endswith(".json")))
@@ -705,12 +714,12 @@ def test_average_is_the_plain_mean_of_the_nine_numbers():
     titles = {s: f"{title} {t.metrics[0]}" for t in map(lambda n: tasks.glue_task(n, ""), tasks.GLUE)
               for s, (title, _) in t.evals.items()}
     table = dict(zip(titles, [40.0, 90.0, 85.0, 80.0, 85.0, 80.0, 81.0, 88.0, 55.0]))
-    assert fg.average(table) == pytest.approx(684 / 9)
-    md = fg.markdown({"ckpt.pt": reported(table)}, dict.fromkeys(table, 50.0), titles, 5, "paper", [])
+    assert tasks.average(table) == pytest.approx(684 / 9)
+    md = tasks.markdown({"ckpt.pt": reported(table)}, dict.fromkeys(table, 50.0), titles, 5, "paper", [])
     assert "| 76.0 [76.0, 76.0] |" in md and "all 9 numbers" in md and "MNLI-mm acc" in md and "| no model" in md
     two = {"rte": titles["rte"], "cola": titles["cola"]}
-    assert "subset" in fg.markdown({"ckpt.pt": reported({"rte": 55.0, "cola": 40.0})}, {"rte": 50.0, "cola": 0.0}, two,
-                                   5, "x", [])
+    md = tasks.markdown({"ckpt.pt": reported({"rte": 55.0, "cola": 40.0})}, {"rte": 50.0, "cola": 0.0}, two, 5, "x", [])
+    assert "subset" in md
 
 
 def reported(table):
@@ -723,7 +732,7 @@ def reported(table):
 
 # ---------------------------------------------------------------------------------------------- bad input
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def bad_runs(ckpt, glue, tmp_path_factory):
     """Every bad command line as a subprocess, two at a time (each pays torch's import): name -> (rc, stderr)."""
     tmp = tmp_path_factory.mktemp("bad")

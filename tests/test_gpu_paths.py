@@ -463,7 +463,7 @@ def spied(stdout, pattern):
     return found
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def runs(tmp_path_factory):
     """A real prepare.py corpus (a WordPiece tokenizer beside it, for fill_mask.py and finetune_glue.py), trained
     12 steps by DDP and by --shard."""

@@ -169,7 +169,7 @@ def test_the_task_is_named_after_the_file_or_its_folder(tmp_path):
 
 # ---------------------------------------------------------------------------------------------- end to end
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def kept(ckpt, tmp_path_factory):
     """A pair task fine-tuned from a CSV (3 seeds) with --save_model, its dev file in JSON Lines."""
     tmp = tmp_path_factory.mktemp("own")

@@ -72,9 +72,9 @@ def test_a_paired_difference_of_the_same_predictions_is_zero_and_of_far_apart_mo
         return {"table": {"s": tasks.compute_metrics(BINARY, preds, labels)["acc"]},
                 "draws": {"s": tasks.bootstrap(BINARY, preds, labels)["acc"]}}
     good, fair = labels.copy(), np.where(np.arange(100) < 60, labels, 1 - labels)  # 100% and 60% right
-    same = fg.difference(report(fair), report(fair))["s"]
+    same = tasks.difference(report(fair), report(fair))["s"]
     assert same["value"] == 0 and same["interval"] == (0, 0) and same["within_noise"]
-    apart = fg.difference(report(good), report(fair))["s"]
+    apart = tasks.difference(report(good), report(fair))["s"]
     assert apart["value"] == pytest.approx(40) and apart["interval"][0] > 25 and not apart["within_noise"]
 
 
@@ -148,6 +148,9 @@ def test_a_second_run_into_the_same_out_keeps_the_first_run_s_table_and_predicti
     assert json.loads((tmp_path / "glue-student-20261125-163012-2.json").read_text(encoding="utf-8"))["settings"][
         "lr"] == 1e-3
     assert (tmp_path / "predictions" / "glue-student-20261125-163012-2" / "student.tsv").is_file()
+    (tmp_path / "predictions" / "glue-student-20261125-163012-3").mkdir()  # claimed by a run still training
+    fg.main(args + ["--lr", "2e-3"])
+    assert "glue-student-20261125-163012-4.md" in capsys.readouterr().out
 
 
 def test_progress_bars_only_on_a_terminal_and_one_seed_is_a_seed(ckpt, student, tmp_path, capfd, monkeypatch):
