@@ -26,6 +26,7 @@ import json
 import math
 import os
 import re
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -302,32 +303,34 @@ def run(args):
     report = {init: {"table": {}, "baseline": {}, "results": {}, "tasks": {}, "draws": {}} for init in inits}
     outputs, stamp = {}, time.strftime("%Y%m%d-%H%M%S", time.localtime(t_start))  # this run's own files
     base = "glue-" + re.sub(r"[^\w,.-]+", "_", ",".join(data))[:60] + f"-{stamp}"
-    for k in itertools.count(1):  # this run's own name, claimed by making its folder (a run started now takes -2)
-        this = base + f"-{k}" * (k > 1)
+    for k in itertools.count(1):  # this run's own name, claimed by making its folder: a second run started in the
+        this = base + f"-{k}" * (k > 1)  # same second takes -2
         with contextlib.suppress(FileExistsError):
             if not (out_dir / f"{this}.json").exists():
                 (out_dir / "predictions" / this).mkdir()
                 break
-
-    def write(final):  # the tasks done so far into this run's own copy; final: also glue.md and glue.json
-        return publish(out_dir, this, args, data, report, outputs, info, paced, t_start, final)
-    for n, (task, train, devs) in enumerate(data.values(), 1):
-        try:
+    kept = 0  # tasks in this run's own copy so far
+    try:
+        for n, (task, train, devs) in enumerate(data.values(), 1):
             for init in inits:  # the same data, seeds and recipe
                 run_task(task, train, devs, None if init else pretrained.state_dict(), cfg, tok, args, device,
                          outputs, report[init], keep=bool(args.save_model) and init == inits[0], pace=pace)
             if n < len(data):  # a long run's tasks, each kept as it ends: a crash or Ctrl-C later loses none of them
-                write(final=False)
-        except BaseException:  # Ctrl-C, an error, out of memory: the finished tasks stay; say where, then stop as ever
-            if n == 1:
-                (out_dir / "predictions" / this).rmdir()  # claimed above, still empty
-            else:
-                print(f"finetune_glue.py: this run's finished tasks: {out_dir / this}.md and .json", file=sys.stderr)
-            raise
-    if keep := report[inits[0]].get("keep"):
-        task, train, _ = next(iter(data.values()))
-        save_classifier(args.save_model, task, keep, cfg, tok, args)
-    md, total_s = write(final=True), time.time() - t_start
+                publish(out_dir, this, args, data, report, outputs, info, paced, time.time() - t_start, final=False)
+                kept = n
+        if keep := report[inits[0]].get("keep"):
+            task, train, _ = next(iter(data.values()))
+            save_classifier(args.save_model, task, keep, cfg, tok, args)
+        total_s = time.time() - t_start
+        md = publish(out_dir, this, args, data, report, outputs, info, paced, total_s, final=True)
+    except BaseException:  # Ctrl-C, an error, out of memory: the finished tasks stay; say where, then stop as ever
+        if kept:
+            print(f"finetune_glue.py: this run's finished tasks: {out_dir / this}.md and .json", file=sys.stderr)
+        else:  # nothing of this run's kept: no trace of it
+            shutil.rmtree(out_dir / "predictions" / this, ignore_errors=True)
+            for name in (f"{this}.md", f"{this}.json"):
+                (out_dir / name).unlink(missing_ok=True)
+        raise
     print("\n" + md + f"\nwrote {out_dir}/{this}.md, .json and predictions/{this}/ (this run's, kept), and glue.md, "
           "glue.json and predictions/*.tsv (the latest run's: an earlier run's stay in its own glue-*.md)" +
           (f", the classifier to {args.save_model} (classify.py)" if keep else "") +

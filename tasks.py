@@ -16,7 +16,6 @@ import math
 import os
 import re
 import sys
-import time
 import urllib.request
 from collections import namedtuple
 from dataclasses import dataclass
@@ -448,7 +447,7 @@ def markdown(reports, trivial, titles, seeds, recipe, notes):
             'apart.' if len(reports) == 2 else ""), *small, *notes]) + "\n"
 
 
-def publish(out_dir, this, args, data, report, outputs, info, paced, t_start, final):
+def publish(out_dir, this, args, data, report, outputs, info, paced, total_s, final):
     """Writes the tasks done so far into this run's own copy ({this}.md and .json, predictions/{this}/); final: also
     glue.md, glue.json and predictions/*.tsv, the latest run's. Returns the markdown table. Each file is written whole
     (a .tmp, then renamed), glue.json last: a failed run leaves no half file, and an earlier run's files as they were.
@@ -466,12 +465,12 @@ def publish(out_dir, this, args, data, report, outputs, info, paced, t_start, fi
     saved = lambda rep: {k: v for k, v in rep.items() if k not in ("draws", "keep")}  # noqa: E731 (draws: the table's)
     files = {f"predictions/{this}/{name.removeprefix('predictions/')}": text for name, text in outputs.items()}
     files[f"{this}.md"], files[f"{this}.json"] = md, json.dumps({
-        "checkpoint": os.path.abspath(args.ckpt), "random_init": inits[0], "recipe": args.recipe, "final": final,
-        "total_s": time.time() - t_start, "settings": vars(args), "run": info, "this_run": this,
-        "intervals": INTERVALS, "pace": paced, **saved(r), "average": average(r["table"]),
-        "average_over": list(r["table"]),
+        "checkpoint": os.path.abspath(args.ckpt), "random_init": inits[0], "recipe": args.recipe, "total_s": total_s,
+        "settings": vars(args), "run": info, "this_run": this, "intervals": INTERVALS, "pace": paced, **saved(r),
+        "average": average(r["table"]), "average_over": list(r["table"]),
         **({f"random_init_{k}": v for k, v in saved(report[True]).items()} if args.vs_random else {}),
-        **({"difference": difference(report[False], report[True])} if args.vs_random else {})}, indent=1)
+        **({"difference": difference(report[False], report[True])} if args.vs_random else {}),
+        "final": final}, indent=1)  # final: false in a run's own copy while it goes on
     if final:
         files = {**outputs, **files, "glue.md": md, "glue.json": files[f"{this}.json"]}
     for name, text in files.items():

@@ -262,6 +262,17 @@ def test_a_failed_or_interrupted_run_keeps_the_earlier_run_s_files_and_its_own_f
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == sorted(
         [*before, "predictions", f"predictions/{this}"])
 
+    def disk_full(out_dir, name, *a, final):  # a one-task run's only write fails halfway: no trace of the run
+        (out_dir / "predictions" / name / "rte.tsv").write_text("half")
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(fg, "finetune", real_finetune)
+    monkeypatch.setattr(fg, "publish", disk_full)
+    with pytest.raises(SystemExit, match="No space left on device"):
+        fg.main([*args[:2], "rte", *args[3:], "--glue_dir", str(glue)])
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == sorted(
+        [*before, "predictions", f"predictions/{this}"])
+    monkeypatch.setattr(fg, "publish", tasks.publish)
+
     calls = []  # Ctrl-C while the second task fine-tunes, the first one done
 
     def interrupted(*a):
