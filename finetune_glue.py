@@ -20,13 +20,9 @@ the latest run's; and each run's own copy, glue-<tasks>-<time>.md, .json and pre
 written as each task ends: an interrupted run keeps its finished tasks.
 """
 import argparse
-import contextlib
-import itertools
 import json
 import math
 import os
-import re
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -42,8 +38,8 @@ from cram import CramError, CrammedBERT, pick_device
 from hardware import Replay, amp_dtype, autocast, compile_forward, fine_tuning_plan, run_info, safe_console, together
 from hardware import use_cuda_graphs
 from official import load_pretrained  # a cram.py checkpoint or the paper's released folder
-from tasks import (GLUE, baseline, compute_metrics, count, describe, intervals, load_task, one_row, pick_tasks, publish,
-                   scored)
+from tasks import (GLUE, baseline, compute_metrics, count, describe, forget, intervals, load_task, one_row, own_name,
+                   pick_tasks, publish, scored)
 from tokenizer import load_tokenizer
 
 # Recipes, named by the checkpoint's preset; every value is also a flag, which wins. The paper's "GLUE-sane" set:
@@ -301,14 +297,7 @@ def run(args):
                   f"{protocol * step_s / 3600:.1f} h at this pace (arithmetic: its tasks' lengths differ); its first "
                   f"300 steps took {warm_s:.0f} s" + " (compiling or recording graphs)" * bool(args.compile or graphed))
     report = {init: {"table": {}, "baseline": {}, "results": {}, "tasks": {}, "draws": {}} for init in inits}
-    outputs, stamp = {}, time.strftime("%Y%m%d-%H%M%S", time.localtime(t_start))  # this run's own files
-    base = "glue-" + re.sub(r"[^\w,.-]+", "_", ",".join(data))[:60] + f"-{stamp}"
-    for k in itertools.count(1):  # this run's own name, claimed by making its folder: a second run started in the
-        this = base + f"-{k}" * (k > 1)  # same second takes -2
-        with contextlib.suppress(FileExistsError):
-            if not (out_dir / f"{this}.json").exists():
-                (out_dir / "predictions" / this).mkdir()
-                break
+    outputs, this = {}, own_name(out_dir, data, t_start)  # glue-<tasks>-<time>: this run's own files
     kept = 0  # tasks in this run's own copy so far
     try:
         for n, (task, train, devs) in enumerate(data.values(), 1):
@@ -326,10 +315,8 @@ def run(args):
     except BaseException:  # Ctrl-C, an error, out of memory: the finished tasks stay; say where, then stop as ever
         if kept:
             print(f"finetune_glue.py: this run's finished tasks: {out_dir / this}.md and .json", file=sys.stderr)
-        else:  # nothing of this run's kept: no trace of it
-            shutil.rmtree(out_dir / "predictions" / this, ignore_errors=True)
-            for name in (f"{this}.md", f"{this}.json"):
-                (out_dir / name).unlink(missing_ok=True)
+        else:
+            forget(out_dir, this)  # nothing of this run's kept: no trace of it
         raise
     print("\n" + md + f"\nwrote {out_dir}/{this}.md, .json and predictions/{this}/ (this run's, kept), and glue.md, "
           "glue.json and predictions/*.tsv (the latest run's: an earlier run's stay in its own glue-*.md)" +

@@ -9,13 +9,17 @@ label (or --label_column); float labels make a regression, anything else classes
 Then the scores: each task's metrics, their intervals over the dev rows, and the table and files finetune_glue.py
 writes (publish).
 """
+import contextlib
 import csv
 import io
+import itertools
 import json
 import math
 import os
 import re
+import shutil
 import sys
+import time
 import urllib.request
 from collections import namedtuple
 from dataclasses import dataclass
@@ -445,6 +449,26 @@ def markdown(reports, trivial, titles, seeds, recipe, notes):
         f"mean {avg}", f"[low, high]: the {INTERVALS}; the seeds' own spread is not in it." + (
             ' "within the noise": the difference\'s interval holds 0, so these dev rows cannot tell the two models '
             'apart.' if len(reports) == 2 else ""), *small, *notes]) + "\n"
+
+
+def own_name(out_dir, tasks, t_start):
+    """A run's own name, glue-<tasks>-<time>, claimed by making its folder predictions/<name>/: a second run started
+    in the same second into the same folder takes <name>-2."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(t_start))
+    base = "glue-" + re.sub(r"[^\w,.-]+", "_", ",".join(tasks))[:60] + f"-{stamp}"
+    for k in itertools.count(1):
+        name = base + f"-{k}" * (k > 1)
+        with contextlib.suppress(FileExistsError):
+            if not (Path(out_dir) / f"{name}.json").exists():
+                (Path(out_dir) / "predictions" / name).mkdir(parents=True)
+                return name
+
+
+def forget(out_dir, name):
+    """Removes what a run that kept nothing wrote of its own (its folder, a half-written table): no trace of it."""
+    shutil.rmtree(Path(out_dir) / "predictions" / name, ignore_errors=True)
+    for file in (f"{name}.md", f"{name}.json"):
+        (Path(out_dir) / file).unlink(missing_ok=True)
 
 
 def publish(out_dir, this, args, data, report, outputs, info, paced, total_s, final):
