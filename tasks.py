@@ -486,7 +486,8 @@ def publish(out_dir, this, args, data, report, outputs, info, paced, total_s, fi
                                  f"stopped: --tasks {rest}"] * (not final)
     md = markdown({args.ckpt + " (random init)" * i: rep for i, rep in report.items()}, r["baseline"], titles,
                   args.seeds, args.recipe, notes)
-    saved = lambda rep: {k: v for k, v in rep.items() if k not in ("draws", "keep")}  # noqa: E731 (draws: the table's)
+    def saved(rep):  # what the .json keeps of a row: not its bootstrap draws (the table's) nor the kept classifier
+        return {k: v for k, v in rep.items() if k not in ("draws", "keep")}
     files = {f"predictions/{this}/{name.removeprefix('predictions/')}": text for name, text in outputs.items()}
     files[f"{this}.md"], files[f"{this}.json"] = md, json.dumps({
         "checkpoint": os.path.abspath(args.ckpt), "random_init": inits[0], "recipe": args.recipe, "total_s": total_s,
