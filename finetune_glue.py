@@ -1,7 +1,7 @@
 """Fine-tune a crammed BERT on GLUE, or on your own labelled files, and report the paper's table (Cramming, section
 5, the "GLUE-sane" recipe); keep the classifier for classify.py.
 
-    python finetune_glue.py out/ckpt.pt                                   # all 8 tasks from the Hugging Face hub
+    python finetune_glue.py out/ckpt.pt                                   # the paper's 8 tasks, from the hub
     python finetune_glue.py out/ckpt.pt --glue_dir glue --tasks cola,sst2,mrpc,stsb,rte   # offline: the GLUE TSVs
     python finetune_glue.py out/ckpt.pt --vs_random                       # and from random weights, side by side
     python finetune_glue.py out/ckpt.pt --train_file train.csv --validation_file dev.csv --save_model models/mine
@@ -10,10 +10,13 @@ One recipe for all tasks, named by the checkpoint's preset (PAPER, TINY below; f
 fresh head, cross-entropy (a regression such as STS-B: MSE), AdamW, warm-up then cosine decay, mixed precision on
 CUDA; dev metrics after the last epoch, median over seeds, beside no model at all (the majority class, or the
 training mean), each with its 95% interval over the dev rows (tasks.intervals): a small dev set says what one row is
-worth, and --vs_random's difference when it is within the noise. A long run on a CUDA GPU in bf16 (100,000 batches a
-head shape: the protocol) is compiled, a task's seeds trained as one model (hardware.fine_tuning_plan; --no-compile
-turns it off). Tasks, their files, the table and the files written: tasks.py; the model and the kept classifier:
-classifier.py.
+worth, and --vs_random's difference when it is within the noise. Tasks, their files, the table and the files
+written: tasks.py; the model and the kept classifier: classifier.py.
+Reading for the recipe: on a CPU a step is plain PyTorch (training_step: forward, the mean loss, backward, AdamW) on
+one model at a time (by default; S = 1 below). What a GPU adds is for speed only and can be skipped: S seeds trained
+as one model (hardware.together), each step replayed as a CUDA graph (hardware.Replay) on widths rounded up to 32,
+torch.compile for a long run in bf16 (100,000 batches per head shape, as GLUE's protocol: hardware.fine_tuning_plan),
+and pace's projection of the protocol's hours.
 Outputs in --out (default: the checkpoint's folder): glue.md (the table), glue.json (every number, per seed,
 settings, wall times) and predictions/<set>[.random_init].tsv (index, prediction, label; the median seed's), always
 the latest run's; and each run's own copy, glue-<tasks>-<time>.md, .json and predictions/glue-<tasks>-<time>/,
@@ -61,7 +64,8 @@ RULES = [("seeds epochs batch_size eval_batch_size head_hidden", lambda x: x >= 
          ("lr", lambda x: 0 < x < math.inf, "> 0 and finite"), ("pool", lambda x: x in ("cls", "mean"), "cls or mean"),
          ("beta1 beta2 dropout", lambda x: 0 <= x < 1, "in [0, 1)")]
 
-SHUFFLE_SEED = 1_000_003  # length_grouped's order of batch widths: the same for every seed
+SHUFFLE_SEED = 1_000_003  # length_grouped's order of batch widths, the same for every seed: what a batch holds is
+# the seed's, the order of widths is shared, so seeds trained as one model (a GPU's) pad a step to similar widths
 # The paper's protocol, for pace's projection: GLUE's train.tsv rows; its steps: batches of 16, 5 epochs, 5 seeds
 GLUE_TRAIN_ROWS = dict(cola=8551, sst2=67349, mrpc=3668, stsb=5749, qqp=363846, mnli=392702, qnli=104743, rte=2490)
 PROTOCOL_STEPS = sum(math.ceil(n / PAPER["batch_size"]) for n in GLUE_TRAIN_ROWS.values()) * PAPER["epochs"] * 5
@@ -85,9 +89,7 @@ def length_grouped(lengths, batch_size, gen, shuffle, window=100):
     then the batches shuffled (shuffle: a generator of its own). A batch is padded to its longest member (collate):
     drawn at random, a short sentence sits beside a long one (SST-2, batch 32: 3.03 tokens computed per real token;
     grouped 1.02; notes, 2026-11-25). The idea of Hugging Face's group_by_length; the windows keep the order random at
-    the scale of an epoch. The batches are put in order of width before the shuffle, and every seed's shuffle draws
-    the same numbers (SHUFFLE_SEED): what a batch holds is the seed's, the order of widths is shared, so seeds trained
-    as one model take batches of similar widths in a step, which pads to the widest of them."""
+    the scale of an epoch. (The batches are put in order of width before the shuffle: see SHUFFLE_SEED.)"""
     order, size = torch.randperm(len(lengths), generator=gen).tolist(), window * batch_size
     groups = [sorted(order[i:i + size], key=lambda j: lengths[j]) for i in range(0, len(order), size)]  # stable
     batches = sorted((g[k:k + batch_size] for g in groups for k in range(0, len(g), batch_size)),
@@ -96,10 +98,10 @@ def length_grouped(lengths, batch_size, gen, shuffle, window=100):
 
 
 def training_step(forward, params, args, device):
-    """Returns (step, set_lr, graphs). step(ids, pad_mask, labels, real), each (S, B, ...), is one fine-tuning step of
-    S models trained as one (forward and parameters: hardware.together) and returns the S models' losses; set_lr(value)
-    sets the next step's lr. On a CUDA GPU in bf16 the step is replayed as a CUDA graph (hardware.Replay); graphs then
-    tells finetune to pad batches to fixed widths."""
+    """Returns (step, set_lr, graphs). step(batch_ids, pad_mask, y, real), each (S, B, ...), is one fine-tuning step
+    of S models trained as one (forward and parameters: hardware.together; S = 1 on a CPU: one model) and returns the
+    S models' losses; set_lr(value) sets the next step's lr. On a CUDA GPU in bf16 the step is replayed as a CUDA
+    graph (hardware.Replay); graphs then tells finetune to pad batches to fixed widths."""
     dtype, graphs = amp_dtype(device), use_cuda_graphs(device)
     lr = torch.tensor(args.lr, device=device) if graphs else args.lr  # a graph replays the numbers it recorded:
     # a float lr would stay fixed, a tensor's value is read at every replay
@@ -168,8 +170,8 @@ def finetune(models, ids, labels, args, seeds, device, desc, pace=None):
 
 def run_task(task, train, devs, weights, cfg, tok, args, device, outputs, report, keep=False, pace=None):
     """Fine-tune args.seeds times from weights (None: a random init); metrics and times go to report (its "table",
-    "results", "tasks"), the median seed's predictions to outputs, with keep its model to report["keep"]; pace:
-    finetune's."""
+    "baseline", "results", "draws", "tasks"), the median seed's predictions to outputs, with keep its model to
+    report["keep"]; pace: finetune's."""
     t0, preds, models_kept, random_init = time.time(), [], [], weights is None  # per seed: {set: outputs}, weights
     train_ids, dev_ids = encode(tok, train, args.max_len), {n: encode(tok, d, args.max_len) for n, d in devs.items()}
     info = report["tasks"][task.name] = {"n_train": len(train_ids), "n_dev": {n: len(d) for n, d in dev_ids.items()},
@@ -181,8 +183,9 @@ def run_task(task, train, devs, weights, cfg, tok, args, device, outputs, report
             encoder = CrammedBERT(cfg, *args.vocab_seq)
             if not random_init:  # a random init keeps this fresh N(0, 0.02) encoder: the no-pretraining baseline
                 encoder.load_state_dict(weights)
-            models.append(GlueModel(encoder, cfg.n_embd, len(task.labels or [0]), args.head_hidden, args.dropout,
-                                    args.pool, tok.special["sep"], train.b is not None))
+            models.append(GlueModel(encoder, cfg.n_embd, n_out=len(task.labels or [0]),  # a regression: 1 output
+                                    hidden=args.head_hidden, dropout=args.dropout, pool=args.pool,
+                                    sep_id=tok.special["sep"], pair=train.b is not None))
         t1 = time.time()
         info["final_loss"] += finetune(models, train_ids, train.labels, args, seeds, device,
                                        f"{task.name} {first}" + f"-{seeds[-1]}" * (len(seeds) > 1), pace)
@@ -263,7 +266,8 @@ def run(args):
     tok = load_tokenizer(args.tokenizer_dir, vocab)
     if not 3 <= args.max_len <= seq_len:
         raise CramError(f"--max_len {args.max_len} must be between 3 and the model's {seq_len} positions")
-    args.vocab_seq, args.pad_id, cfg.dropout = (vocab, seq_len), tok.special["pad"], args.dropout
+    args.vocab_seq, args.pad_id = (vocab, seq_len), tok.special["pad"]
+    cfg.dropout = args.dropout  # the paper: no dropout in pretraining (cram.py), 0.1 in fine-tuning's encoder and head
     out_dir = Path(args.out or (args.ckpt if os.path.isdir(args.ckpt) else os.path.dirname(os.path.abspath(args.ckpt))
                                 if os.path.isfile(args.ckpt) else os.path.join("out", Path(args.ckpt).name)))
     (out_dir / "predictions").mkdir(parents=True, exist_ok=True)
@@ -271,9 +275,9 @@ def run(args):
     print(f"settings: {json.dumps(vars(args))}\nrun: {json.dumps(info)}")
     data = {task.name: (task, *load_task(task, args)) for task in tasks}  # every file read: a bad one costs no training
     print("\n".join(describe(task, train) for task, train, _ in data.values()))
-    inits = [False, True] if args.vs_random else [args.random_init]  # random init: the no-pretraining baseline
+    random_inits = [False, True] if args.vs_random else [args.random_init]  # True: the no-pretraining baseline
     batches = sum(math.ceil(len(train.a) / args.batch_size) for _, train, _ in data.values()) * args.epochs * \
-        args.seeds * len(inits)  # every seed's; what compiling must earn back (hardware.fine_tuning_plan)
+        args.seeds * len(random_inits)  # every seed's; what compiling must earn back (hardware.fine_tuning_plan)
     heads = len({len(task.labels or [0]) for task, _, _ in data.values()})  # head shapes: each compiles graphs
     args.compile, args.seeds_together = fine_tuning_plan(device, batches, args.seeds, sum(
         v.numel() for v in pretrained.state_dict().values()), args.compile, args.seeds_together, heads)
@@ -296,18 +300,18 @@ def run(args):
                   + (f", {protocol:,} steps" if protocol != PROTOCOL_STEPS else "") + f") ~ "
                   f"{protocol * step_s / 3600:.1f} h at this pace (arithmetic: its tasks' lengths differ); its first "
                   f"300 steps took {warm_s:.0f} s" + " (compiling or recording graphs)" * bool(args.compile or graphed))
-    report = {init: {"table": {}, "baseline": {}, "results": {}, "tasks": {}, "draws": {}} for init in inits}
+    report = {random: {"table": {}, "baseline": {}, "results": {}, "tasks": {}, "draws": {}} for random in random_inits}
     outputs, this = {}, own_name(out_dir, data, t_start)  # glue-<tasks>-<time>: this run's own files
     kept = 0  # tasks in this run's own copy so far
     try:
         for n, (task, train, devs) in enumerate(data.values(), 1):
-            for init in inits:  # the same data, seeds and recipe
-                run_task(task, train, devs, None if init else pretrained.state_dict(), cfg, tok, args, device,
-                         outputs, report[init], keep=bool(args.save_model) and init == inits[0], pace=pace)
+            for random in random_inits:  # the same data, seeds and recipe
+                run_task(task, train, devs, None if random else pretrained.state_dict(), cfg, tok, args, device,
+                         outputs, report[random], keep=bool(args.save_model) and random == random_inits[0], pace=pace)
             if n < len(data):  # a long run's tasks, each kept as it ends: a crash or Ctrl-C later loses none of them
                 publish(out_dir, this, args, data, report, outputs, info, paced, time.time() - t_start, final=False)
                 kept = n
-        if keep := report[inits[0]].get("keep"):
+        if keep := report[random_inits[0]].get("keep"):
             task, train, _ = next(iter(data.values()))
             save_classifier(args.save_model, task, keep, cfg, tok, args)
         total_s = time.time() - t_start
@@ -322,7 +326,7 @@ def run(args):
           "glue.json and predictions/*.tsv (the latest run's: an earlier run's stay in its own glue-*.md)" +
           (f", the classifier to {args.save_model} (classify.py)" if keep else "") +
           f"; total wall time {total_s / 60:.1f} min")
-    return report[inits[0]]["table"]
+    return report[random_inits[0]]["table"]
 
 
 def main(argv=None):

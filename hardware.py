@@ -149,7 +149,7 @@ def seeds_at_once(device, seeds, n_params):
     """finetune_glue.py --seeds_together 0: how many of a task's seeds train as one model (together). Where the step
     is a CUDA graph, all the seeds that fit in half the GPU's memory at 16 bytes a parameter (fp32 weights, gradients,
     AdamW's two moments). They pay compiled (fine_tuning_plan): uncompiled, 5 as one took 4.8-4.9x one seed's step
-    on an H100, compiled 3.2x (notes, 2026-11-26 21:00).
+    on an H100 (notes, 2026-11-26 21:00); compiled, 3.5x one compiled seed's on an H200 (15.2 ms, 4.3; 23:35).
     Elsewhere 1: a CPU's step is its arithmetic (3 together: 3-16% slower, notes), and in fp16 one GradScaler would
     skip every seed's step when one overflows."""
     if not use_cuda_graphs(device):
@@ -172,9 +172,10 @@ def fine_tuning_plan(device, batches, seeds, n_params, compile=None, together=No
 
     A compile costs minutes and saves milliseconds a batch, so it pays only in a long run. Measured in the loop (one
     H200, CoLA's first 3,000 rows, 5 seeds; notes 2026-11-26 23:35): 5 seeds compiled as one model took 3.04 ms a
-    batch of one run, after 95 s of compiling; uncompiled, one seed took 5.2 (BBC News) to 6.9 ms (RTE). That is ~2
-    ms saved a batch against ~45 s a graph, and each head shape (2 classes, 3, a regression) compiles up to 4 graphs,
-    one a padded width: ~3 minutes, earned back in ~100,000 batches (arithmetic).
+    batch of one run, after 95 s of compiling its 2 graphs (CoLA's padded widths); uncompiled, one seed took 5.2
+    (BBC News) to 6.9 ms (RTE). That is ~2 ms saved a batch against ~45 s a graph, and each head shape (2 classes, 3,
+    a regression) compiles up to 4 graphs, one a padded width: ~3 minutes, earned back in ~100,000 batches
+    (arithmetic).
 
     So: compiled, with the seeds as one model, where steps are CUDA graphs (bf16), torch.compile works (not on
     Windows), torch is 2.11 or later (compiled vmap is measured there, on a GPU; older, not tried) and the run (its

@@ -2,10 +2,11 @@
 
     from tasks import glue_task, file_task, load_task     # finetune_glue.py and classify.py read their data here
 
-GLUE's eight tasks are instances of Task (GLUE below), read from the official TSVs (--glue_dir) or the Hugging Face
-hub; a user's task is made from the files themselves by run_glue.py's conventions (file_task): a .csv, .tsv, .json
-or .jsonl file with a header, the text in sentence1 + sentence2, sentence or text (or --text_columns), the label in
-label (or --label_column); float labels make a regression, anything else classes named by the label values.
+GLUE's eight tasks (the paper's: WNLI left out, as BERT did) are instances of Task (GLUE below), read from the official
+TSVs (--glue_dir) or the Hugging Face hub; a user's task is made from the files themselves by the conventions of
+Hugging Face's example script run_glue.py (file_task): a .csv, .tsv, .json or .jsonl file with a header, the text in
+sentence1 + sentence2, sentence or text (or --text_columns), the label in label (or --label_column); float labels make
+a regression, anything else classes named by the label values.
 Then the scores: each task's metrics, their intervals over the dev rows, and the table and files finetune_glue.py
 writes (publish).
 """
@@ -404,7 +405,8 @@ INTERVALS = (f"{INTERVAL_WORDS}, on the median seed's predictions (predictions/)
 
 
 def average(table):
-    """The paper's GLUE score: the plain mean of the main metrics (9 numbers for the full benchmark)."""
+    """The paper's GLUE score: the plain mean of the main metrics (9 numbers for the eight tasks: MNLI counts its
+    matched and mismatched dev sets)."""
     return sum(table.values()) / len(table)
 
 
