@@ -13,6 +13,7 @@ protocol, on a GPU from BBC News run as the protocol runs: 5 seeds compiled as o
 uncompiled). docs/gpu.md keeps the measured rows. Off a GPU it runs too (the paths, not the speed).
 """
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
@@ -21,6 +22,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -50,12 +52,12 @@ def steps(args, out):
     plan = [
         ("tests", 300, [py, "-m", "pytest", "-q", "-rs", *xdist, "-p", "no:cacheprovider", "--durations", "10",
                         "tests"],  # -rs: why each skipped test skipped; then the 10 slowest
-         r"(\d+ passed.*?) in ([\d.]+)s"),
+         r"(?m)^(\d+ (?:failed|passed|errors?)\b.*?) in ([\d.]+)s"),  # the summary: "1 failed, 624 passed, ..."
         ("bench", 150, [py, "bench.py", "--preset", args.preset, *micro, "--hf",
                         "--steps", "20", "--rounds", "1", "--profile",
                         *(["--official", args.official] if args.official else [])],
          r"ours: +([\d,]+ tokens/s).*?(MFU [\d.]+%)"),
-        ("prepare", 120, [py, "prepare.py", "--out", str(data)], r"(\d[\d,]* sequences)"),
+        ("prepare", 120, [py, "prepare.py", "--out", str(data)], r"(rows \{.*?\})"),
         ("pretrain", 60 + 1.5 * 60 * args.minutes, [py, "cram.py", *paper, "--budget_hours", f"{hours * 2 / 3:.4f}"],
          None),
         ("resume", 60 + 60 * args.minutes, [py, "cram.py", *paper, "--budget_hours", f"{hours:.4f}", "--resume"],
@@ -90,14 +92,33 @@ def run_step(command, limit):
     GPU's memory and the output pipe into the next step."""
     proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             encoding="utf-8", errors="replace", start_new_session=os.name == "posix")
+
+    def stop():  # the group: the step and all it started
+        os.killpg(proc.pid, signal.SIGKILL) if os.name == "posix" else proc.kill()
     try:
         return proc.communicate(timeout=limit)[0], proc.returncode
     except subprocess.TimeoutExpired:
-        if os.name == "posix":
-            os.killpg(proc.pid, signal.SIGKILL)  # the group: the step and all it started
-        else:
-            proc.kill()
+        stop()
         return proc.communicate()[0] + f"\n(stopped at its limit of {limit:.0f} s)", "timeout"
+    except BaseException:  # Ctrl-C, or the check stopped from outside (stopped_from_outside): the step stops too
+        stop()
+        raise
+
+
+@contextlib.contextmanager
+def stopped_from_outside():
+    """SIGTERM (`timeout 480 python gpu_check.py`, as .ci/gpu_lease runs it) reaches the check alone, not its step,
+    which runs in a process group of its own: while a step runs it is raised as an exit, so run_step stops the step
+    before the check ends (else the step ran on, holding the GPU)."""
+    def stop(signum, frame):
+        sys.exit(f"gpu_check.py: stopped from outside (signal {signum})")
+    main_thread = threading.current_thread() is threading.main_thread()  # where Python allows a handler
+    previous = signal.signal(signal.SIGTERM, stop) if main_thread else None
+    try:
+        yield
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def steady(run, since=(0, 0)):
@@ -142,7 +163,8 @@ def main(argv=None):
     for name, limit, command, pattern in steps(args, out):
         t0, logs = time.time(), [out / "run" / f for f in ("metrics.jsonl", "log.txt")]
         since = [path.stat().st_size if path.exists() else 0 for path in logs]  # what an earlier step wrote
-        text, code = run_step(command, limit)
+        with stopped_from_outside():
+            text, code = run_step(command, limit)
         seconds = time.time() - t0
         (out / f"{name}.txt").write_text(text, encoding="utf-8")
         found = re.search(pattern, text, re.S) if pattern else None

@@ -11,6 +11,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -452,6 +453,20 @@ def test_the_gpu_check_writes_its_report_after_every_step_so_a_stopped_check_kee
                                                      ("| third", "3", " |")]
 
 
+def gone(pid, seconds=5):
+    """Whether process pid ends within seconds: gone, or a zombie until its parent (init) reaps it."""
+    for _ in range(int(seconds * 10)):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        stat = f"/proc/{pid}/stat"
+        if not os.path.exists(stat) or open(stat, encoding="utf-8").read().split()[2] == "Z":
+            return True
+        time.sleep(0.1)
+    return False
+
+
 @pytest.mark.skipif(os.name != "posix", reason="process groups: POSIX (the GPU machines)")
 def test_the_gpu_check_stops_a_step_at_its_limit_with_the_processes_it_started(tmp_path, monkeypatch):
     """A step past its limit is stopped whole: pytest's xdist workers, left running, would hold the GPU and the
@@ -465,20 +480,44 @@ def test_the_gpu_check_stops_a_step_at_its_limit_with_the_processes_it_started(t
     t0 = time.time()
     assert gpu_check.main(["--out", str(tmp_path / "check")]) == 1
     assert time.time() - t0 < 30  # not the workers' 90 s
-    pid = int(pid_file.read_text(encoding="utf-8"))
-    for _ in range(50):  # killed: gone, or a zombie until its parent (init) reaps it
-        try:
-            os.kill(pid, 0)
-            state = open(f"/proc/{pid}/stat").read().split()[2] if os.path.exists(f"/proc/{pid}/stat") else "Z"
-        except ProcessLookupError:
-            break
-        if state == "Z":
-            break
-        time.sleep(0.1)
-    else:
-        raise AssertionError(f"the step's worker {pid} still runs")
+    assert gone(int(pid_file.read_text(encoding="utf-8"))), "the step's worker still runs"
     text = (tmp_path / "check" / "slow.txt").read_text(encoding="utf-8")
     assert "started" in text and "stopped at its limit of 3 s" in text
+
+
+@pytest.mark.skipif(os.name != "posix", reason="process groups and SIGTERM: POSIX (the GPU machines)")
+def test_a_check_stopped_from_outside_stops_the_step_it_was_running(tmp_path):
+    """`timeout 480 python gpu_check.py` (.ci/gpu_lease) sends SIGTERM to the check alone: the step it runs is in a
+    process group of its own, so without a handler it ran on, holding the GPU, after the check had gone."""
+    pid_file = tmp_path / "worker.pid"
+    worker = (f"import os, time; open({str(pid_file)!r}, 'w', encoding='utf-8').write(str(os.getpid()))"
+              "; time.sleep(90)")
+    driver = ("import sys, gpu_check; gpu_check.steps = lambda args, out: [('slow', 120, [sys.executable, '-c', "
+              f"{worker!r}], None)]; sys.exit(gpu_check.main(['--out', {str(tmp_path / 'check')!r}]))")
+    check = subprocess.Popen([sys.executable, "-c", driver], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    for _ in range(300):
+        if pid_file.exists() and pid_file.read_text(encoding="utf-8"):
+            break
+        time.sleep(0.1)
+    check.send_signal(signal.SIGTERM)
+    assert check.wait(timeout=30) != 0
+    assert gone(int(pid_file.read_text(encoding="utf-8"))), "the step still runs after the check was stopped"
+
+
+@pytest.mark.parametrize("step, printed, number", [
+    ("tests", "....F.\n1 failed, 624 passed, 14 skipped, 3 warnings in 142.00s (0:02:22)\n",
+     "1 failed, 624 passed, 14 skipped, 3 warnings | 142.00"),
+    ("tests", "640 passed, 9 skipped in 287.76s\n", "640 passed, 9 skipped | 287.76"),
+    ("prepare", "done in 2.8 s: out/data | 2292 pieces of documents, kept {'train': 2263, 'val': 23}, 6 dropped by "
+     "the filter (1894 tokens) | rows {'train': 7925, 'val': 75} | pass 2 898,006 tokens/s\n",
+     "rows {'train': 7925, 'val': 75}")])
+def test_the_gpu_check_reads_the_suite_s_failures_and_prepare_s_rows(tmp_path, step, printed, number):
+    import argparse as ap
+    import gpu_check
+    args = ap.Namespace(preset="paper", micro_batch=0, minutes=1.2, workers=8, official=None, glue_dir=None,
+                        skip="", experiments=False)
+    pattern = {name: found for name, _, _, found in gpu_check.steps(args, tmp_path)}[step]
+    assert " | ".join(re.search(pattern, printed, re.S).groups()) == number
 
 
 def test_the_gpu_check_reads_a_resume_s_pace_from_its_own_steps_as_numbers(tmp_path):
