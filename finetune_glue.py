@@ -39,7 +39,7 @@ from tqdm import tqdm
 from classifier import GlueModel, check_save_dir, collate, decide, encode, predict, save_classifier
 from cram import CramError, CrammedBERT, pick_device
 from hardware import Replay, amp_dtype, autocast, compile_forward, fine_tuning_plan, run_info, safe_console, together
-from hardware import use_cuda_graphs
+from hardware import sigterm_as_ctrl_c, use_cuda_graphs
 from official import load_pretrained  # a cram.py checkpoint or the paper's released folder
 from tasks import (GLUE, baseline, compute_metrics, count, describe, forget, intervals, load_task, one_row, own_name,
                    pick_tasks, publish, scored)
@@ -332,7 +332,8 @@ def run(args):
 def main(argv=None):
     safe_console()  # a path or text the console's encoding lacks is printed escaped, never raised (Windows: cp1252)
     try:
-        return run(parse_args(argv))
+        with sigterm_as_ctrl_c():  # kill or a time limit stops the run as Ctrl-C does: its finished tasks kept
+            return run(parse_args(argv))
     except (CramError, OSError) as e:  # OSError: no permission, a full disk
         sys.exit(f"finetune_glue.py: error: {e}" + ("" if isinstance(e, CramError) else ": check --out and the disk"))
     except KeyboardInterrupt:

@@ -13,7 +13,6 @@ protocol, on a GPU from BBC News run as the protocol runs: 5 seeds compiled as o
 uncompiled). docs/gpu.md keeps the measured rows. Off a GPU it runs too (the paths, not the speed).
 """
 import argparse
-import contextlib
 import importlib.util
 import json
 import os
@@ -22,7 +21,6 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -100,25 +98,9 @@ def run_step(command, limit):
     except subprocess.TimeoutExpired:
         stop()
         return proc.communicate()[0] + f"\n(stopped at its limit of {limit:.0f} s)", "timeout"
-    except BaseException:  # Ctrl-C, or the check stopped from outside (stopped_from_outside): the step stops too
+    except BaseException:  # Ctrl-C, or SIGTERM (hardware.sigterm_as_ctrl_c): the step, in a group of its own, too
         stop()
         raise
-
-
-@contextlib.contextmanager
-def stopped_from_outside():
-    """SIGTERM (`timeout 480 python gpu_check.py`, as .ci/gpu_lease runs it) reaches the check alone, not its step,
-    which runs in a process group of its own: while a step runs it is raised as an exit, so run_step stops the step
-    before the check ends (else the step ran on, holding the GPU)."""
-    def stop(signum, frame):
-        sys.exit(f"gpu_check.py: stopped from outside (signal {signum})")
-    main_thread = threading.current_thread() is threading.main_thread()  # where Python allows a handler
-    previous = signal.signal(signal.SIGTERM, stop) if main_thread else None
-    try:
-        yield
-    finally:
-        if main_thread:
-            signal.signal(signal.SIGTERM, previous)
 
 
 def steady(run, since=(0, 0)):
@@ -163,7 +145,7 @@ def main(argv=None):
     for name, limit, command, pattern in steps(args, out):
         t0, logs = time.time(), [out / "run" / f for f in ("metrics.jsonl", "log.txt")]
         since = [path.stat().st_size if path.exists() else 0 for path in logs]  # what an earlier step wrote
-        with stopped_from_outside():
+        with hardware.sigterm_as_ctrl_c():  # `timeout` (.ci/gpu_lease) stops the check: run_step stops the step
             text, code = run_step(command, limit)
         seconds = time.time() - t0
         (out / f"{name}.txt").write_text(text, encoding="utf-8")
@@ -186,4 +168,7 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the running step was stopped with it
+        sys.exit("gpu_check.py: stopped: report.md keeps the steps done before")

@@ -86,6 +86,20 @@ def stop_on_signals():
     return stop
 
 
+@contextlib.contextmanager
+def sigterm_as_ctrl_c():
+    """While it lasts, SIGTERM (kill, `timeout`, a cluster's time limit) stops the script as Ctrl-C does: a
+    KeyboardInterrupt where it is, so its cleanup runs (finetune_glue.py keeps its finished tasks, gpu_check.py stops
+    the step it started). Python's default ends the process at once. Only a main thread may set handlers."""
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler) if main_thread else None
+    try:
+        yield
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
+
+
 class Replay:
     """A training step replayed as one CUDA graph per input shape: its thousands of kernel launches become one, which
     a small batch needs (fine-tuning, batch 16 of 64 tokens, the data already on the GPU: 23.3 ms a step as it is,

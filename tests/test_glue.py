@@ -4,6 +4,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -294,6 +295,28 @@ def test_a_failed_or_interrupted_run_keeps_the_earlier_run_s_files_and_its_own_f
     assert not partial["final"] and list(partial["table"]) == ["sst2"] and partial["settings"]["lr"] == 1e-3
     md = after[f"{partial['this_run']}.md"].decode()
     assert "Partial: 1 of 2 tasks done; the rest, if the run stopped: --tasks rte" in md
+
+
+@pytest.mark.skipif(os.name != "posix", reason="SIGTERM from another process: POSIX")
+def test_kill_or_timeout_stops_a_run_as_ctrl_c_does_leaving_no_trace_of_an_unfinished_first_task(ckpt, glue, tmp_path):
+    """kill, `timeout` and a cluster's time limit send SIGTERM: the run stops as on Ctrl-C, its cleanup run (before,
+    Python's default ended it at once: an empty predictions/glue-<tasks>-<time>/ stayed, and no line said why)."""
+    out, flag = tmp_path / "out", tmp_path / "training"
+    driver = (f"import time, finetune_glue as fg; fg.finetune = lambda *a: (open({str(flag)!r}, 'w').close(), "
+              f"time.sleep(60)); fg.main([{str(ckpt)!r}, '--tasks', 'rte', '--glue_dir', {str(glue)!r}, "
+              f"'--seeds', '1', '--device', 'cpu', '--out', {str(out)!r}])")
+    run = subprocess.Popen([sys.executable, "-c", driver], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    for _ in range(600):
+        if flag.exists() or run.poll() is not None:
+            break
+        time.sleep(0.1)
+    assert flag.exists(), run.communicate()[1]
+    assert (out / "predictions").exists() and any((out / "predictions").iterdir())  # the run's name, claimed
+    run.send_signal(signal.SIGTERM)
+    err = run.communicate(timeout=30)[1]
+    assert run.returncode == 1 and err.strip().endswith("finetune_glue.py: error: interrupted: the earlier glue.md, "
+                                                        "glue.json and predictions/ stay"), err
+    assert [p.relative_to(out).as_posix() for p in out.rglob("*")] == ["predictions"]  # nothing of the run
 
 
 # ---------------------------------------------------------------------------------------------- parsing
