@@ -191,6 +191,8 @@ class SkipInit(TorchFunctionMode):
 def load_classifier(path, device="cpu"):
     """(model, info, tok) of a saved classifier folder; anything else, or a damaged file, is one line."""
     folder = Path(path)
+    if not folder.exists():
+        raise CramError(f"no folder {path}: check the path (finetune_glue.py ... --save_model DIR made it)")
     if not (folder / "model.pt").is_file() or not (folder / "classifier.json").is_file():
         raise CramError(f"{path} is not a saved classifier (no model.pt and classifier.json): make one with "
                         "finetune_glue.py ... --save_model DIR")
@@ -224,6 +226,7 @@ def read_info(path):
                   ("metrics", names(info["metrics"], len(METRICS)) and set(info["metrics"]) <= set(METRICS)),
                   ("label_column", isinstance(info["label_column"], (str, int))),
                   ("task", isinstance(info["task"], str)), ("dev", isinstance(info["dev"], dict)),
+                  ("no_model", isinstance(info.setdefault("no_model", {}), dict)),  # a classifier of 11-24 has none
                   ("max_len", type(info["max_len"]) is int and info["max_len"] >= 3),
                   ("eval_batch_size", type(info["eval_batch_size"]) is int and info["eval_batch_size"] >= 1)]
         if bad := next((key for key, ok in checks if not ok), None):

@@ -4,9 +4,10 @@
     python classify.py models/rte "A man is playing a guitar. [SEP] A man plays music."    # a two-text task: A [SEP] B
     python classify.py models/bbc --input dev.csv --output dev.predicted.csv                 # a file: columns added
 
-The folder (classifier.py writes and reads it) holds everything the classifier needs: model.pt (the encoder's and the head's weights and settings,
-tensors and plain values only: loading it can never run code), classifier.json (the task: its label names or
-"regression", its text columns, the max length, the dev metrics it reached) and the tokenizer files of its encoder.
+The folder (classifier.py writes and reads it) holds everything the classifier needs: model.pt (the encoder's and
+the head's weights and settings, tensors and plain values only: loading it can never run code), classifier.json (the
+task: its label names or "regression", its text columns, the max length, the dev metrics it reached and no model's)
+and the tokenizer files of its encoder.
 A text is encoded as fine-tuning encoded it (classifier.encode), the head's largest logit names the label and a
 softmax gives its probability; a regression prints the value. With --input, each row is written back with the
 columns prediction and probability added; if the file has the label column, the metric is printed at the end.
@@ -121,12 +122,13 @@ def score(task, info, rows, preds, path):
             print(f"no metric: the label {truth[i]!r} in {path} (column {task.columns[2]!r}) is not one the classifier "
                   f"knows: {list(task.labels) if task.labels else 'a number'}")
             return
-    labels = np.array(labels)
+    labels, listed = np.array(labels), lambda metrics: ", ".join(f"{k} {v:.2f}" for k, v in metrics.items())
     scores, spread = compute_metrics(task, preds[known], labels), intervals(task, preds[known], labels)[0]
     print(f"{task.name}: " + ", ".join(f"{k} {v:.2f} [{spread[k][0]:.1f}, {spread[k][1]:.1f}]" for k, v in
                                        scores.items()) + f" on the {len(known)} labelled rows of {path} (fine-tuning's "
-          "dev set: " + ", ".join(f"{k} {v:.2f}" for k, v in info["dev"].items()) + f")\n[low, high]: the {INTERVAL_WORDS}"
-          + f"\n{one_row(task, preds[known], labels) or ''}".rstrip())  # a small set: what one row is worth
+          f"dev set: {listed(info['dev'])}" + f"; no model there: {listed(info['no_model'])}" * bool(info["no_model"])
+          + f")\n[low, high]: the {INTERVAL_WORDS}"
+          + f"\n{one_row(task, preds[known], labels, 'row') or ''}".rstrip())  # a small set: what one row is worth
 
 
 def texts_split(texts, pair):

@@ -235,8 +235,10 @@ def read_split(task, path, limit=0, labelled=True):
             if empty := next((c for c, v in zip(wanted, values) if not v.strip()), None):
                 raise ValueError(f"{empty!r} is empty")
             if labelled and task.labels and values[-1].strip() not in ids and not task.hub:
+                regression = "." in values[-1] and NUMBER.fullmatch(values[-1].strip())  # 0.25 beside classes 0, 1
                 raise CramError(f"{path} line {n}: the label {values[-1].strip()!r} is not in the training file, "
-                                f"whose labels are {list(task.labels)[:20]}: fix the label, or train with it")
+                                f"whose labels are {list(task.labels)[:20]}: fix the label, or train with it" +
+                                " (a regression? write the training labels with a point: 1.0)" * bool(regression))
             if labelled and task.labels is None and not NUMBER.fullmatch(values[-1].strip()):
                 raise ValueError(f"the label {values[-1].strip()!r} is not a number")
             label = None if not labelled else ids[values[-1].strip()] if task.labels else float(values[-1])
@@ -379,17 +381,17 @@ def scored(median, kept, seed, spread):
                      for k, v in median.items() for lo, hi in [spread[k]])
 
 
-def one_row(task, preds, labels):
+def one_row(task, preds, labels, row="dev row"):
     """How far one evaluation row moves the score, in words: a classification's accuracy moves 100 / N points per row;
     a regression's first metric, the most that leaving out one row moves it. None from SMALL rows on: little."""
     n, main = len(labels), task.metrics[0]
     if n >= SMALL:
         return None
     if task.labels is not None:
-        return f"one dev row is worth {100 / n:.1f} points of accuracy here ({n} rows)"
+        return f"one {row} is worth {100 / n:.1f} points of accuracy here ({n} rows)"
     rest = np.array([np.delete(np.arange(n), i) for i in range(n)])                       # (N, N - 1)
     moved = np.abs(compute_metrics(task, preds[rest], labels[rest])[main] - compute_metrics(task, preds, labels)[main])
-    return f"leaving out one dev row moves {main} by up to {moved.max():.1f} points here ({n} rows)"
+    return f"leaving out one {row} moves {main} by up to {moved.max():.1f} points here ({n} rows)"
 
 
 def baseline(task, train_labels, n):

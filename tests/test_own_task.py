@@ -201,6 +201,7 @@ def test_classify_on_the_validation_file_reproduces_the_fine_tuning_predictions_
     printed = capsys.readouterr().out
     info = json.loads((tmp / "model" / "classifier.json").read_text(encoding="utf-8"))
     assert f"acc {info['dev']['acc']:.2f}" in printed.split("(fine-tuning's dev set")[0]
+    assert f"; no model there: acc {info['no_model']['acc']:.2f}" in printed  # the score's scale, as glue.md gives it
     written = tasks.read_table(str(out))
     assert written[0] == ["sentence1", "sentence2", "label", "prediction", "probability"]
     fine_tuned = [line.split("\t")[1] for line in (tmp / "out" / "predictions" / "pairs.tsv").read_text(
@@ -280,6 +281,9 @@ def test_bad_own_task_inputs_are_one_line_errors_and_write_nothing(ckpt, tmp_pat
     (tmp_path / "empty.csv").write_text("", encoding="utf-8")
     unseen = write(tmp_path / "unseen.csv", rows(4) + [{"sentence": "the cat", "label": "weather"}])
     single = write(tmp_path / "single.csv", rows(5, label=lambda i: "sport"))
+    binary = write(tmp_path / "binary.csv", rows(9, label=lambda i: str(i % 2)))  # classes 0 and 1
+    quarter = write(tmp_path / "quarter.csv", rows(4, label=lambda i: str(i % 2)) + [{"sentence": "a",
+                                                                                    "label": "0.25"}])
     (tmp_path / "foreign").mkdir()
     (tmp_path / "foreign" / "notes.txt").write_text("my thesis", encoding="utf-8")
     (tmp_path / "header.csv").write_text("sentence,label\n", encoding="utf-8")
@@ -294,8 +298,11 @@ def test_bad_own_task_inputs_are_one_line_errors_and_write_nothing(ckpt, tmp_pat
         "has no column 'review'; its columns are ['sentence', 'label']":
             ["--train_file", good, "--validation_file", good, "--text_columns", "review"],
         "empty.csv is empty": ["--train_file", good, "--validation_file", tmp_path / "empty.csv"],
-        "unseen.csv line 6: the label 'weather' is not in the training file":
-            ["--train_file", good, "--validation_file", unseen],
+        "unseen.csv line 6: the label 'weather' is not in the training file, whose labels are ['Sci/Tech', 'sport', "
+        "'world']: fix the label, or train with it": ["--train_file", good, "--validation_file", unseen],
+        "quarter.csv line 6: the label '0.25' is not in the training file, whose labels are ['0', '1']: fix the label, "
+        "or train with it (a regression? write the training labels with a point: 1.0)":
+            ["--train_file", binary, "--validation_file", quarter],
         "every row has the label 'sport': a classifier needs two classes": ["--train_file", single,
                                                                              "--validation_file", good],
         "holds something that is not a saved classifier": ["--train_file", good, "--validation_file", good,
@@ -305,6 +312,7 @@ def test_bad_own_task_inputs_are_one_line_errors_and_write_nothing(ckpt, tmp_pat
     for needle, args in cases.items():
         line = one_line(base + args)
         assert line.startswith("finetune_glue.py: error:") and needle in line, (needle, line)
+        assert "regression?" not in line or "0.25" in line  # the hint only where a label looks like a regression's
     assert (tmp_path / "foreign" / "notes.txt").read_text(encoding="utf-8") == "my thesis"
     assert not (tmp_path / "out" / "glue.json").exists()
 
@@ -324,6 +332,8 @@ def test_classify_refuses_empty_text_a_pair_without_sep_and_overwriting_its_inpu
     assert "is not \"first [SEP] second\"" in one_line([tmp / "model", "only one text"], "classify.py")
     assert "is the input file" in one_line([tmp / "model", "--input", dev, "--output", dev], "classify.py")
     assert "not a saved classifier" in one_line([tmp, "text"], "classify.py")
+    typo = one_line([tmp / "modle", "text"], "classify.py")
+    assert typo.endswith(f"no folder {tmp / 'modle'}: check the path (finetune_glue.py ... --save_model DIR made it)")
 
 
 def test_classify_never_replaces_an_existing_file_without_overwrite_the_default_name_too(kept, tmp_path, capsys):

@@ -126,7 +126,7 @@ def test_a_ten_row_dev_set_shows_its_intervals_what_one_row_is_worth_and_whether
                    str(tmp_path / "l.csv")])
     printed = capsys.readouterr().out
     assert f"acc {100 * right / 10:.2f} [{low:.1f}, {high:.1f}]" in printed
-    assert "one dev row is worth 10.0 points of accuracy here (10 rows)" in printed and "Wilson" in printed
+    assert "\none row is worth 10.0 points of accuracy here (10 rows)" in printed and "Wilson" in printed  # not "dev"
 
 
 def test_a_second_run_into_the_same_out_keeps_the_first_run_s_table_and_predictions(
