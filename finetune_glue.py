@@ -127,23 +127,27 @@ def training_step(forward, params, args, device):
     return (Replay(step) if graphs else step), set_lr, graphs
 
 
-def finetune(models, ids, labels, args, seeds, device, desc, pace=None):
-    """args.epochs passes over (ids, labels) for each model, in its seed's order, in batches of args.batch_size of
-    similar length (length_grouped); returns each model's last loss. The models (one a seed, seeds_together of them)
-    train together, as one (hardware.together). The data go to the device once, nothing is read back until the end.
-    An epoch's short last batch is filled up with copies of its first example that count 0: one batch size. With
-    CUDA graphs or --compile a batch is padded to a multiple of 32 tokens: at most 4 shapes (each costs two plain
-    steps, or a compile), at most 31 padded tokens. pace(seconds a step, seconds of the first 300): once, at step
-    500, the time of steps 300-500 and of the warm-up before them (compiling, recording graphs)."""
-    sizes = [len(s) for s in ids]
-
+def plan_batches(sizes, args, seeds):
+    """Every step's batch for each seed, all epochs, in its seed's order (length_grouped): (rows, real), each
+    (steps, S, B). rows holds example numbers; an epoch's short last batch is filled up with copies of its first
+    example, which real marks 0 (1 on the batch's own examples): every step has one batch size."""
     def order(seed):  # (steps, B): the example numbers of each step's batch, -1 past an epoch's short last batch
         gen, shuffle = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(SHUFFLE_SEED)
         batches = [b for _ in range(args.epochs) for b in length_grouped(sizes, args.batch_size, gen, shuffle)]
         return nn.utils.rnn.pad_sequence(batches, batch_first=True, padding_value=-1)
     rows = torch.stack([order(seed) for seed in seeds], 1)                              # (steps, S, B)
-    real = (rows >= 0).float()  # 1 on a batch's examples; the rest repeat the batch's first, counting 0
-    rows = torch.where(rows >= 0, rows, rows[..., :1])
+    return torch.where(rows >= 0, rows, rows[..., :1]), (rows >= 0).float()
+
+
+def finetune(models, ids, labels, args, seeds, device, desc, pace=None):
+    """args.epochs passes over (ids, labels) for each model, in its seed's order, in batches of args.batch_size of
+    similar length (plan_batches); returns each model's last loss. The models (one a seed, seeds_together of them)
+    train together, as one (hardware.together; on a CPU one). The data go to the device once, nothing is read back
+    until the end. With CUDA graphs or --compile a batch is padded to a multiple of 32 tokens: at most 4 shapes (each
+    costs two plain steps, or a compile), at most 31 padded tokens. pace(seconds a step, seconds of the first 300):
+    once, at step 500, the time of steps 300-500 and of the warm-up before them (compiling, recording graphs)."""
+    sizes = [len(s) for s in ids]
+    rows, real = plan_batches(sizes, args, seeds)  # (steps, S, B): each step's example numbers; 0 in real: a filler
     params, forward, done = together(models, device)
     compiling = getattr(args, "compile", False)  # --compile: graphs a head shape and width (compile_forward)
     run_step, set_lr, graphs = training_step(compile_forward(forward) if compiling else forward, params, args, device)
