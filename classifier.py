@@ -201,8 +201,8 @@ def load_classifier(path, device="cpu"):
         saved = torch.load(folder / "model.pt", map_location="cpu", weights_only=True)  # tensors and plain values
         (vocab, seq_len), head, cfg = saved["vocab_seq"], saved["head"], Config(**saved["config"])
         with SkipInit():  # no random init for the saved weights to replace; the buffers (pos_table...) are computed
-            model = GlueModel(CrammedBERT(cfg, vocab, seq_len), cfg.n_embd, head["n_out"], head["hidden"], 0.0,
-                              head["pool"], head["sep_id"], head["pair"])
+            model = GlueModel(CrammedBERT(cfg, vocab, seq_len), cfg.n_embd, n_out=head["n_out"], hidden=head["hidden"],
+                              dropout=0.0, pool=head["pool"], sep_id=head["sep_id"], pair=head["pair"])
         model.load_state_dict(saved["model"], assign=True)  # the loaded tensors themselves become the weights
     except Exception as e:  # not a torch file, a crafted pickle, a field missing or of the wrong shape
         raise CramError(f"{folder / 'model.pt'} is damaged or not a saved classifier ({type(e).__name__}: "
@@ -218,6 +218,8 @@ def read_info(path):
     """classifier.json, checked field by field: a hand edit that breaks it is one line, not a crash later."""
     try:
         info = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(info, dict):
+            info.setdefault("no_model", {})  # a classifier kept before 2026-11-25 has no no-model scores
         names = lambda x, most: isinstance(x, list) and 1 <= len(x) <= most and all(  # noqa: E731
             isinstance(s, str) for s in x)
         checks = [("format", info["format"] == FORMAT),
@@ -226,7 +228,7 @@ def read_info(path):
                   ("metrics", names(info["metrics"], len(METRICS)) and set(info["metrics"]) <= set(METRICS)),
                   ("label_column", isinstance(info["label_column"], (str, int))),
                   ("task", isinstance(info["task"], str)), ("dev", isinstance(info["dev"], dict)),
-                  ("no_model", isinstance(info.setdefault("no_model", {}), dict)),  # a classifier of 11-24 has none
+                  ("no_model", isinstance(info["no_model"], dict)),
                   ("max_len", type(info["max_len"]) is int and info["max_len"] >= 3),
                   ("eval_batch_size", type(info["eval_batch_size"]) is int and info["eval_batch_size"] >= 1)]
         if bad := next((key for key, ok in checks if not ok), None):

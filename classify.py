@@ -122,7 +122,10 @@ def score(task, info, rows, preds, path):
             print(f"no metric: the label {truth[i]!r} in {path} (column {task.columns[2]!r}) is not one the classifier "
                   f"knows: {list(task.labels) if task.labels else 'a number'}")
             return
-    labels, listed = np.array(labels), lambda metrics: ", ".join(f"{k} {v:.2f}" for k, v in metrics.items())
+    labels = np.array(labels)
+
+    def listed(metrics):
+        return ", ".join(f"{k} {v:.2f}" for k, v in metrics.items())
     scores, spread = compute_metrics(task, preds[known], labels), intervals(task, preds[known], labels)[0]
     print(f"{task.name}: " + ", ".join(f"{k} {v:.2f} [{spread[k][0]:.1f}, {spread[k][1]:.1f}]" for k, v in
                                        scores.items()) + f" on the {len(known)} labelled rows of {path} (fine-tuning's "

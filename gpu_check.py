@@ -13,6 +13,7 @@ protocol, on a GPU from BBC News run as the protocol runs: 5 seeds compiled as o
 uncompiled). docs/gpu.md keeps the measured rows. Off a GPU it runs too (the paths, not the speed).
 """
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
@@ -50,7 +51,7 @@ def steps(args, out):
     plan = [
         ("tests", 300, [py, "-m", "pytest", "-q", "-rs", *xdist, "-p", "no:cacheprovider", "--durations", "10",
                         "tests"],  # -rs: why each skipped test skipped; then the 10 slowest
-         r"(?m)^(\d+ (?:failed|passed|errors?)\b.*?) in ([\d.]+)s"),  # the summary: "1 failed, 624 passed, ..."
+         r"(?m)^(\d+ (?:failed|passed|errors?)\b[^\n]*?) in ([\d.]+)s"),  # the summary: "1 failed, 624 passed, ..."
         ("bench", 150, [py, "bench.py", "--preset", args.preset, *micro, "--hf",
                         "--steps", "20", "--rounds", "1", "--profile",
                         *(["--official", args.official] if args.official else [])],
@@ -92,7 +93,10 @@ def run_step(command, limit):
                             encoding="utf-8", errors="replace", start_new_session=os.name == "posix")
 
     def stop():  # the group: the step and all it started
-        os.killpg(proc.pid, signal.SIGKILL) if os.name == "posix" else proc.kill()
+        if os.name != "posix":
+            return proc.kill()
+        with contextlib.suppress(ProcessLookupError):  # the group may have ended already
+            os.killpg(proc.pid, signal.SIGKILL)
     try:
         return proc.communicate(timeout=limit)[0], proc.returncode
     except subprocess.TimeoutExpired:
@@ -171,4 +175,5 @@ if __name__ == "__main__":
     try:
         sys.exit(main())
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the running step was stopped with it
-        sys.exit("gpu_check.py: stopped: report.md keeps the steps done before")
+        print("gpu_check.py: stopped: report.md keeps the steps done before", file=sys.stderr)
+        sys.exit(130)  # as cram.py and finetune_glue.py

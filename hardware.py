@@ -96,8 +96,8 @@ def sigterm_as_ctrl_c():
     try:
         yield
     finally:
-        if main_thread:
-            signal.signal(signal.SIGTERM, previous)
+        if main_thread:  # None: a handler not set from Python, which Python cannot set back
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
 class Replay:

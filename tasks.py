@@ -235,7 +235,9 @@ def read_split(task, path, limit=0, labelled=True):
             if empty := next((c for c, v in zip(wanted, values) if not v.strip()), None):
                 raise ValueError(f"{empty!r} is empty")
             if labelled and task.labels and values[-1].strip() not in ids and not task.hub:
-                regression = "." in values[-1] and NUMBER.fullmatch(values[-1].strip())  # 0.25 beside classes 0, 1
+                label = values[-1].strip()  # 0.25 beside classes 0 and 1: a regression written as classes?
+                regression = NUMBER.fullmatch(label) and not re.fullmatch(r"[-+]?\d+", label) and all(
+                    NUMBER.fullmatch(name) for name in task.labels)  # file_task's rule: a number that is no integer
                 raise CramError(f"{path} line {n}: the label {values[-1].strip()!r} is not in the training file, "
                                 f"whose labels are {list(task.labels)[:20]}: fix the label, or train with it" +
                                 " (a regression? write the training labels with a point: 1.0)" * bool(regression))

@@ -284,6 +284,8 @@ def test_bad_own_task_inputs_are_one_line_errors_and_write_nothing(ckpt, tmp_pat
     binary = write(tmp_path / "binary.csv", rows(9, label=lambda i: str(i % 2)))  # classes 0 and 1
     quarter = write(tmp_path / "quarter.csv", rows(4, label=lambda i: str(i % 2)) + [{"sentence": "a",
                                                                                     "label": "0.25"}])
+    two = write(tmp_path / "two.csv", rows(4, label=lambda i: str(i % 2)) + [{"sentence": "a", "label": "2"}])
+    half = write(tmp_path / "half.csv", rows(4) + [{"sentence": "a", "label": "0.5"}])  # beside word classes
     (tmp_path / "foreign").mkdir()
     (tmp_path / "foreign" / "notes.txt").write_text("my thesis", encoding="utf-8")
     (tmp_path / "header.csv").write_text("sentence,label\n", encoding="utf-8")
@@ -303,6 +305,10 @@ def test_bad_own_task_inputs_are_one_line_errors_and_write_nothing(ckpt, tmp_pat
         "quarter.csv line 6: the label '0.25' is not in the training file, whose labels are ['0', '1']: fix the label, "
         "or train with it (a regression? write the training labels with a point: 1.0)":
             ["--train_file", binary, "--validation_file", quarter],
+        "two.csv line 6: the label '2' is not in the training file, whose labels are ['0', '1']: fix the label, or "
+        "train with it": ["--train_file", binary, "--validation_file", two],  # an integer: no hint (nor for 0.5 below)
+        "half.csv line 6: the label '0.5' is not in the training file, whose labels are ['Sci/Tech', 'sport', "
+        "'world']: fix the label, or train with it": ["--train_file", good, "--validation_file", half],
         "every row has the label 'sport': a classifier needs two classes": ["--train_file", single,
                                                                              "--validation_file", good],
         "holds something that is not a saved classifier": ["--train_file", good, "--validation_file", good,
