@@ -254,6 +254,37 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
+def plan_run(args, data, device, pretrained, random_inits):
+    """How this run trains on its device, set in args (compile, seeds_together: hardware.fine_tuning_plan) and said in
+    one line; returns (paced, pace): finetune's pace(step_s, warm_s) prints, once, the projection of this run and of
+    the paper's protocol from the seconds a step, and keeps them in paced (glue.json)."""
+    batches = sum(math.ceil(len(train.a) / args.batch_size) for _, train, _ in data.values()) * args.epochs * \
+        args.seeds * len(random_inits)  # every seed's; what compiling must earn back (hardware.fine_tuning_plan)
+    heads = len({len(task.labels or [0]) for task, _, _ in data.values()})  # head shapes: each compiles graphs
+    args.compile, args.seeds_together = fine_tuning_plan(device, batches, args.seeds, sum(
+        v.numel() for v in pretrained.state_dict().values()), args.compile, args.seeds_together, heads)
+    steps = batches // args.seeds * math.ceil(args.seeds / args.seeds_together)  # seeds_together seeds in a step
+    protocol = PROTOCOL_STEPS // 5 * math.ceil(5 / args.seeds_together)  # its 5 seeds, seeds_together at once
+    graphed = use_cuda_graphs(device)  # each step replayed as a CUDA graph (hardware.Replay)
+    print(f"this run: {steps:,} steps ({count(args.seeds, 'seed')} x {args.epochs} epochs"
+          f"{' x 2 inits' * args.vs_random} in batches of {args.batch_size}, {count(args.seeds_together, 'seed')} in "
+          f"a step); on {device}" + " each step a CUDA graph" * graphed
+          + f", compiled ({batches:,} batches: each shape's first steps wait for the compiler)" * args.compile)
+    paced = {}
+
+    def pace(step_s, warm_s):  # the first run that times 200 steps: this run's time, the paper's protocol's
+        if not paced:
+            paced.update(step_s=step_s, warm_up_s=warm_s, projected_s=steps * step_s,
+                         protocol_h=protocol * step_s / 3600)
+            print(f"pace: {1e3 * step_s:.2f} ms a step ({count(args.seeds_together, 'seed')} x {args.batch_size} "
+                  f"examples, this task's lengths): this run's {steps:,} steps ~ {steps * step_s / 60:.1f} min; the "
+                  f"paper's GLUE protocol (8 tasks x 5 epochs x 5 seeds, {PROTOCOL_STEPS:,} batches of 16"
+                  + (f", {protocol:,} steps" if protocol != PROTOCOL_STEPS else "") + f") ~ "
+                  f"{protocol * step_s / 3600:.1f} h at this pace (arithmetic: its tasks' lengths differ); its first "
+                  f"300 steps took {warm_s:.0f} s" + " (compiling or recording graphs)" * bool(args.compile or graphed))
+    return paced, pace
+
+
 def run(args):
     t_start = time.time()
     for name, ok, what in ((n, ok, what) for names, ok, what in RULES for n in names.split()):
@@ -280,30 +311,7 @@ def run(args):
     data = {task.name: (task, *load_task(task, args)) for task in tasks}  # every file read: a bad one costs no training
     print("\n".join(describe(task, train) for task, train, _ in data.values()))
     random_inits = [False, True] if args.vs_random else [args.random_init]  # True: the no-pretraining baseline
-    batches = sum(math.ceil(len(train.a) / args.batch_size) for _, train, _ in data.values()) * args.epochs * \
-        args.seeds * len(random_inits)  # every seed's; what compiling must earn back (hardware.fine_tuning_plan)
-    heads = len({len(task.labels or [0]) for task, _, _ in data.values()})  # head shapes: each compiles graphs
-    args.compile, args.seeds_together = fine_tuning_plan(device, batches, args.seeds, sum(
-        v.numel() for v in pretrained.state_dict().values()), args.compile, args.seeds_together, heads)
-    steps = batches // args.seeds * math.ceil(args.seeds / args.seeds_together)  # seeds_together seeds in a step
-    protocol = PROTOCOL_STEPS // 5 * math.ceil(5 / args.seeds_together)  # its 5 seeds, seeds_together at once
-    graphed = use_cuda_graphs(device)  # each step replayed as a CUDA graph (hardware.Replay)
-    print(f"this run: {steps:,} steps ({count(args.seeds, 'seed')} x {args.epochs} epochs"
-          f"{' x 2 inits' * args.vs_random} in batches of {args.batch_size}, {count(args.seeds_together, 'seed')} in "
-          f"a step); on {device}" + " each step a CUDA graph" * graphed
-          + f", compiled ({batches:,} batches: each shape's first steps wait for the compiler)" * args.compile)
-    paced = {}
-
-    def pace(step_s, warm_s):  # the first run that times 200 steps: this run's time, the paper's protocol's
-        if not paced:
-            paced.update(step_s=step_s, warm_up_s=warm_s, projected_s=steps * step_s,
-                         protocol_h=protocol * step_s / 3600)
-            print(f"pace: {1e3 * step_s:.2f} ms a step ({count(args.seeds_together, 'seed')} x {args.batch_size} "
-                  f"examples, this task's lengths): this run's {steps:,} steps ~ {steps * step_s / 60:.1f} min; the "
-                  f"paper's GLUE protocol (8 tasks x 5 epochs x 5 seeds, {PROTOCOL_STEPS:,} batches of 16"
-                  + (f", {protocol:,} steps" if protocol != PROTOCOL_STEPS else "") + f") ~ "
-                  f"{protocol * step_s / 3600:.1f} h at this pace (arithmetic: its tasks' lengths differ); its first "
-                  f"300 steps took {warm_s:.0f} s" + " (compiling or recording graphs)" * bool(args.compile or graphed))
+    paced, pace = plan_run(args, data, device, pretrained, random_inits)  # compiled? seeds in a step? the pace line
     report = {random: {"table": {}, "baseline": {}, "results": {}, "tasks": {}, "draws": {}} for random in random_inits}
     outputs, this = {}, own_name(out_dir, data, t_start)  # glue-<tasks>-<time>: this run's own files
     kept = 0  # tasks in this run's own copy so far
