@@ -52,7 +52,8 @@ def encode(tok, split, max_len):
 
 
 def collate(seqs, pad_id, device):
-    """Pad to the longest sequence of this batch: ids (B, T) and pad_mask (B, T), True on real tokens."""
+    """Pad to the longest of seqs: ids (N, T) and pad_mask (N, T), True on real tokens (fine-tuning pads a whole set
+    once and slices each batch to its width)."""
     lengths = torch.tensor([len(s) for s in seqs])
     ids = nn.utils.rnn.pad_sequence([torch.tensor(s) for s in seqs], batch_first=True, padding_value=pad_id)
     return ids.to(device), (torch.arange(ids.shape[1])[None, :] < lengths[:, None]).to(device)

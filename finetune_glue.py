@@ -53,8 +53,9 @@ PAPER = dict(lr=4e-5, beta1=0.9, beta2=0.98, adam_eps=1e-6, weight_decay=0.0, ba
              max_len=128,         # tokens per example, specials included; pairs are truncated longest-first
              max_train=0, seeds=5,  # the first N train rows per task (0: all); runs per task, the median reported
              eval_batch_size=128)  # no gradients at evaluation, so larger batches fit
-# The CPU presets' recipe, measured on STS-B, MRPC, RTE, CoLA, SST-2 (docs/notes.md, 2026-11-23): a small encoder
-# needs a 25x hotter lr, 10 epochs (CoLA 16 instead of 12), and a head on each sentence's mean (STS-B 73, not 23).
+# The CPU presets' recipe, measured on STS-B, MRPC, RTE, CoLA, SST-2 (docs/notes.md, 2026-11-23): a small encoder,
+# its weights grown large by pretraining at lr 1e-2, needs a 25x hotter lr, 10 epochs (CoLA's mcc 16 instead of 12),
+# and a head on each sentence's mean (STS-B's Pearson 73, not 23).
 TINY = {**PAPER, "lr": 1e-3, "batch_size": 32, "epochs": 10, "pool": "mean", "seeds": 3, "max_train": 8000}
 RECIPES = {"paper": PAPER, "tiny": TINY}
 # what a flag's value must be (one-line errors, not a crash or a quietly different run): (flags, test, in words)
@@ -88,8 +89,8 @@ def length_grouped(lengths, batch_size, gen, shuffle, window=100):
     """One epoch's batches (index tensors): a random order (gen), sorted by length within windows of `window` batches,
     then the batches shuffled (shuffle: a generator of its own). A batch is padded to its longest member (collate):
     drawn at random, a short sentence sits beside a long one (SST-2, batch 32: 3.03 tokens computed per real token;
-    grouped 1.02; notes, 2026-11-25). The idea of Hugging Face's group_by_length; the windows keep the order random at
-    the scale of an epoch. (The batches are put in order of width before the shuffle: see SHUFFLE_SEED.)"""
+    grouped 1.02; notes, 2026-11-25). The idea of Hugging Face's group_by_length; the windows keep random which rows
+    share a batch. (The batches are put in order of width before the shuffle: see SHUFFLE_SEED.)"""
     order, size = torch.randperm(len(lengths), generator=gen).tolist(), window * batch_size
     groups = [sorted(order[i:i + size], key=lambda j: lengths[j]) for i in range(0, len(order), size)]  # stable
     batches = sorted((g[k:k + batch_size] for g in groups for k in range(0, len(g), batch_size)),
@@ -129,9 +130,9 @@ def training_step(forward, params, args, device):
 
 def plan_batches(sizes, args, seeds):
     """Every step's batch for each seed, all epochs, in its seed's order (length_grouped): (rows, real), each
-    (steps, S, B). rows holds example numbers; an epoch's short last batch is filled up with copies of its first
+    (steps, S, B). rows holds example numbers; an epoch's one short batch is filled up with copies of its first
     example, which real marks 0 (1 on the batch's own examples): every step has one batch size."""
-    def order(seed):  # (steps, B): the example numbers of each step's batch, -1 past an epoch's short last batch
+    def order(seed):  # (steps, B): the example numbers of each step's batch, -1 past the end of an epoch's short one
         gen, shuffle = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(SHUFFLE_SEED)
         batches = [b for _ in range(args.epochs) for b in length_grouped(sizes, args.batch_size, gen, shuffle)]
         return nn.utils.rnn.pad_sequence(batches, batch_first=True, padding_value=-1)
@@ -176,7 +177,7 @@ def run_task(task, train, devs, weights, cfg, tok, args, device, outputs, report
     """Fine-tune args.seeds times from weights (None: a random init); metrics and times go to report (its "table",
     "baseline", "results", "draws", "tasks"), the median seed's predictions to outputs, with keep its model to
     report["keep"]; pace: finetune's."""
-    t0, preds, models_kept, random_init = time.time(), [], [], weights is None  # per seed: {set: outputs}, weights
+    t0, preds, models_kept, random_init = time.time(), [], [], weights is None  # per seed: {set: predictions}, weights
     train_ids, dev_ids = encode(tok, train, args.max_len), {n: encode(tok, d, args.max_len) for n, d in devs.items()}
     info = report["tasks"][task.name] = {"n_train": len(train_ids), "n_dev": {n: len(d) for n, d in dev_ids.items()},
                                          "data_s": time.time() - t0, "train_s": [], "eval_s": [], "final_loss": []}
@@ -312,31 +313,32 @@ def run(args):
     print("\n".join(describe(task, train) for task, train, _ in data.values()))
     random_inits = [False, True] if args.vs_random else [args.random_init]  # True: the no-pretraining baseline
     paced, pace = plan_run(args, data, device, pretrained, random_inits)  # compiled? seeds in a step? the pace line
-    report = {random: {"table": {}, "baseline": {}, "results": {}, "tasks": {}, "draws": {}} for random in random_inits}
+    report = {r: {"table": {}, "baseline": {}, "results": {}, "tasks": {}, "draws": {}} for r in random_inits}
     outputs, this = {}, own_name(out_dir, data, t_start)  # glue-<tasks>-<time>: this run's own files
-    kept = 0  # tasks in this run's own copy so far
+    tasks_kept = 0  # tasks in this run's own copy so far
     try:
         for n, (task, train, devs) in enumerate(data.values(), 1):
-            for random in random_inits:  # the same data, seeds and recipe
-                run_task(task, train, devs, None if random else pretrained.state_dict(), cfg, tok, args, device,
-                         outputs, report[random], keep=bool(args.save_model) and random == random_inits[0], pace=pace)
+            for random_init in random_inits:  # the same data, seeds and recipe
+                run_task(task, train, devs, None if random_init else pretrained.state_dict(), cfg, tok, args, device,
+                         outputs, report[random_init], keep=bool(args.save_model) and random_init == random_inits[0],
+                         pace=pace)
             if n < len(data):  # a long run's tasks, each kept as it ends: a crash or Ctrl-C later loses none of them
                 publish(out_dir, this, args, data, report, outputs, info, paced, time.time() - t_start, final=False)
-                kept = n
-        if keep := report[random_inits[0]].get("keep"):
+                tasks_kept = n
+        if classifier := report[random_inits[0]].get("keep"):
             task, train, _ = next(iter(data.values()))
-            save_classifier(args.save_model, task, keep, cfg, tok, args)
+            save_classifier(args.save_model, task, classifier, cfg, tok, args)
         total_s = time.time() - t_start
         md = publish(out_dir, this, args, data, report, outputs, info, paced, total_s, final=True)
     except BaseException:  # Ctrl-C, an error, out of memory: the finished tasks stay; say where, then stop as ever
-        if kept:
+        if tasks_kept:
             print(f"finetune_glue.py: this run's finished tasks: {out_dir / this}.md and .json", file=sys.stderr)
         else:
             forget(out_dir, this)  # nothing of this run's kept: no trace of it
         raise
     print("\n" + md + f"\nwrote {out_dir}/{this}.md, .json and predictions/{this}/ (this run's, kept), and glue.md, "
           "glue.json and predictions/*.tsv (the latest run's: an earlier run's stay in its own glue-*.md)" +
-          (f", the classifier to {args.save_model} (classify.py)" if keep else "") +
+          (f", the classifier to {args.save_model} (classify.py)" if classifier else "") +
           f"; total wall time {total_s / 60:.1f} min")
     return report[random_inits[0]]["table"]
 
