@@ -34,7 +34,7 @@ import numpy as np
 from tqdm import tqdm
 
 from errors import CramError, die
-from hardware import safe_console
+from hardware import safe_console, sigterm_as_ctrl_c
 from hub import hub_docs, hub_rows, set_tokenizer  # --hf: a dataset streamed, or the authors' pre-tokenized rows
 from tokenizer import SPECIALS, gpt2_tok, train_wordpiece
 from tokenizer import load_tokenizer, read_meta  # noqa: F401  (prepare.load_tokenizer: the set's tokenizer)
@@ -261,6 +261,13 @@ def settle(out):  # the new set is built in a staging folder, and replaces out's
 def main(argv=None):
     safe_console()  # a path the console's encoding lacks is printed escaped, never raised (Windows: cp1252)
     args = parse_args(argv)
+    with sigterm_as_ctrl_c():  # kill or a time limit stops it as Ctrl-C does: --out keeps no half-written set
+        build(args)
+
+
+def build(args):
+    """Pass 1 (the tokenizer), pass 2 (pack the rows), the sort, meta.json: a new set in a staging folder, which
+    replaces --out's set only when it is complete (settle)."""
     out, T, t0 = Path(args.out), args.seq_len, time.time()
     settle(out)  # what runs killed with -9 left
     stage = out / f"prepare-tmp-{os.getpid()}"  # the new set is built here, beside the old one

@@ -416,6 +416,20 @@ prepare.main(sys.argv[2:])
 """
 
 
+@pytest.mark.skipif(os.name != "posix", reason="SIGTERM to a running process: POSIX")
+def test_kill_stops_prepare_as_ctrl_c_does_leaving_the_earlier_set_and_no_staging_folder(out, tmp_path):
+    """kill, `timeout`, a cluster's time limit (SIGTERM) in the middle of a run: as Ctrl-C, the earlier set stays and
+    nothing half-written is left (before, Python's default ended the run with its staging folder in --out)."""
+    driver = (f"import os, signal, sys; sys.path.insert(0, {str(ROOT)!r}); import prepare; "
+              "prepare.sort_by_dots = lambda *a: os.kill(os.getpid(), signal.SIGTERM); prepare.main(sys.argv[1:])")
+    before = snapshot(out)
+    p = subprocess.run([sys.executable, "-c", driver, str(write_txt(tmp_path / "new")), *SMALL, "--out", str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1 and p.stderr.strip().splitlines()[-1].endswith(
+        "error: interrupted: --out holds no half-written set"), (p.returncode, p.stderr)
+    assert snapshot(out) == before and not list(out.glob("prepare-tmp-*"))
+
+
 def test_kill_9_at_any_point_leaves_a_whole_set_and_the_next_run_clears_the_rest(earlier_set, tmp_path):
     """The earlier set stays byte for byte until the new one is complete; a swap cut short is finished next time."""
     new_text = write_txt(tmp_path / "new", n=30)
