@@ -238,7 +238,7 @@ def read_split(task, path, limit=0, labelled=True):
                 label = values[-1].strip()  # 0.25 beside classes 0 and 1: a regression written as classes?
                 regression = NUMBER.fullmatch(label) and not re.fullmatch(r"[-+]?\d+", label) and all(
                     NUMBER.fullmatch(name) for name in task.labels)  # file_task's rule: a number that is no integer
-                raise CramError(f"{path} line {n}: the label {values[-1].strip()!r} is not in the training file, "
+                raise CramError(f"{path} line {n}: the label {label!r} is not in the training file, "
                                 f"whose labels are {list(task.labels)[:20]}: fix the label, or train with it" +
                                 " (a regression? write the training labels with a point: 1.0)" * bool(regression))
             if labelled and task.labels is None and not NUMBER.fullmatch(values[-1].strip()):
@@ -492,6 +492,7 @@ def publish(out_dir, this, args, data, report, outputs, info, paced, total_s, fi
                                  f"stopped: --tasks {rest}"] * (not final)
     md = markdown({args.ckpt + " (random init)" * i: rep for i, rep in report.items()}, r["baseline"], titles,
                   args.seeds, args.recipe, notes)
+
     def saved(rep):  # what the .json keeps of a row: not its bootstrap draws (the table's) nor the kept classifier
         return {k: v for k, v in rep.items() if k not in ("draws", "keep")}
     files = {f"predictions/{this}/{name.removeprefix('predictions/')}": text for name, text in outputs.items()}
