@@ -15,6 +15,7 @@ import dataclasses
 import json
 import os
 import shlex
+import shutil
 import socket
 import subprocess
 import sys
@@ -53,6 +54,11 @@ WORDS = ("the a cat dog sat on mat is not good bad movie film he said \" ' , . ?
 def pytest_configure(config):
     config.addinivalue_line("markers", "cuda: needs a CUDA GPU and sees it (other tests see none); skipped without")
     config.addinivalue_line("markers", "slow: among the slowest (~7 s or more on 2 cores, or a compile); runs first")
+    # pytest-xdist starts each worker on a run of consecutive tests (a quarter of its share: 13 on 12 workers), which
+    # would give the slow tests, sorted first, all to the first worker. Unless told otherwise (--maxschedchunk), it
+    # hands them out one at a time: each worker starts with two tests, and takes one more whenever it is free.
+    if getattr(config.option, "maxschedchunk", 0) is None:  # None: pytest-xdist is here and no one chose
+        config.option.maxschedchunk = 1
 
 
 def pytest_collection_modifyitems(config, items):
@@ -60,9 +66,9 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("cuda") and not REAL_CUDA:
             item.add_marker(skip)
-    # The slowest tests first: pytest-xdist hands tests out in this order, so no worker is left alone at the end with
-    # a long one (the longest first, the classic rule). On 12 workers the suite's wall time ~146 -> ~106 s, simulated
-    # from measured durations (notes, 2026-11-27); one process runs the same tests in another order.
+    # The slowest tests first: pytest-xdist hands tests out in this order (one at a time: pytest_configure), so no
+    # worker is left alone at the end with a long one (the longest first, the classic rule). On 12 workers ~105 s ->
+    # ~60 s, replayed with pytest-xdist's own scheduler over measured durations (notes, 2026-11-27).
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: the rest keep their order
 
 
@@ -145,6 +151,23 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def built_once(tmp_path_factory, name, build):
+    """A session fixture's value built once for the whole run: under pytest-xdist the first worker to ask builds it
+    and the others wait for it and read it, where each would build its own (~20 s for two trainings, on each).
+    build(folder) fills a new folder, seen by every worker, and returns what the tests get (JSON: lists, not tuples)."""
+    if not WORKERS:
+        return build(tmp_path_factory.mktemp(name))
+    from filelock import FileLock  # a dependency of torch
+    shared = tmp_path_factory.getbasetemp().parent  # the folder above each worker's own: this run's, for all
+    with FileLock(str(shared / f"{name}.lock")):
+        done = shared / f"{name}.json"
+        if not done.exists():  # the first to ask, or a worker after one whose build failed
+            shutil.rmtree(shared / name, ignore_errors=True)
+            (shared / name).mkdir()
+            done.write_text(json.dumps(build(shared / name)), encoding="utf-8")
+        return json.loads(done.read_text(encoding="utf-8"))
 
 
 # ---------------------------------------------------------------------------------------------- a tiny checkpoint

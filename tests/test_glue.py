@@ -25,7 +25,7 @@ import finetune_glue as fg  # noqa: E402
 import tasks  # noqa: E402
 from cram import Config, CrammedBERT  # noqa: E402
 
-from conftest import WORDS  # noqa: E402
+from conftest import WORDS, built_once  # noqa: E402
 
 # Tiny GLUE files in each task's real layout: headerless CoLA, MRPC with a byte-order mark, 10-column STS-B with
 # float scores, MNLI with many columns and two dev sets, and quote characters that are text, not CSV quoting.
@@ -770,9 +770,13 @@ def reported(table):
 # ---------------------------------------------------------------------------------------------- bad input
 
 @pytest.fixture(scope="session")
-def bad_runs(ckpt, glue, tmp_path_factory):
-    """Every bad command line as a subprocess, two at a time (each pays torch's import): name -> (rc, stderr)."""
-    tmp = tmp_path_factory.mktemp("bad")
+def bad_runs(request, tmp_path_factory):
+    """Every bad command line as a subprocess, two at a time (each pays torch's import): name -> [rc, stderr]."""
+    return built_once(tmp_path_factory, "bad", lambda tmp: bad_commands(tmp, request.getfixturevalue("ckpt"),
+                                                                          request.getfixturevalue("glue")))
+
+
+def bad_commands(tmp, ckpt, glue):
     (tmp / "empty" / "RTE").mkdir(parents=True)
     (tmp / "empty" / "RTE" / "train.tsv").write_text("")
     (tmp / "tok").mkdir()

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import types
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ import torch
 
 from test_cram import ROOT, TINY_FLAGS, write_data
 from test_glue import write_task
-from conftest import free_port
+from conftest import built_once, free_port
 import cram  # noqa: E402  (test_cram put the project on sys.path)
 import fill_mask  # noqa: E402
 import finetune_glue  # noqa: E402
@@ -466,8 +467,12 @@ def spied(stdout, pattern):
 @pytest.fixture(scope="session")
 def runs(tmp_path_factory):
     """A real prepare.py corpus (a WordPiece tokenizer beside it, for fill_mask.py and finetune_glue.py), trained
-    12 steps by DDP and by --shard."""
-    tmp = tmp_path_factory.mktemp("shard")
+    12 steps by DDP and by --shard: (its folder, the two runs' output)."""
+    tmp, ddp, shard = built_once(tmp_path_factory, "shard", build_runs)
+    return Path(tmp), ddp, shard
+
+
+def build_runs(tmp):
     (tmp / "txt").mkdir()
     rng = np.random.default_rng(0)
     words = "the cat sat on the mat and a dog ran in the park with her old friend over there".split()
@@ -480,7 +485,7 @@ def runs(tmp_path_factory):
     shard = sharded_run(tmp / "data", tmp / "shard", "--shard")
     for p in (ddp, shard):
         assert p.returncode == 0, p.stderr[-3000:]
-    return tmp, ddp.stdout, shard.stdout
+    return [str(tmp), ddp.stdout, shard.stdout]
 
 
 @pytest.mark.slow
@@ -803,6 +808,24 @@ def test_under_pytest_xdist_each_worker_and_what_it_starts_take_their_share_of_t
     p = subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"], capture_output=True,
                        text=True, timeout=120)
     assert int(p.stdout) == max(1, cores // workers), p.stderr[-3000:]
+
+
+def test_under_pytest_xdist_the_slow_tests_start_first_one_or_two_to_a_worker(tmp_path):
+    """conftest.py sorts the slow tests first; pytest-xdist hands each worker a run of consecutive tests at the start
+    (a quarter of its share), so on 12 workers the first got 13 slow tests in a row and the suite ran past 300 s on
+    an H100 (notes, 2026-11-27). Here 6 slow tests among 60 quick ones on 3 workers, with conftest.py as a plugin:
+    each worker starts with two of them at most, not five."""
+    pytest.importorskip("xdist")
+    suite = tmp_path / "test_some.py"
+    suite.write_text("import os, pytest\n" + "".join(f"def test_quick_{i}(): pass\n" for i in range(60)) + "".join(
+        f"@pytest.mark.slow\ndef test_slow_{i}():\n    (__import__('pathlib').Path(os.environ['OUT']) / '{i}')"
+        f".write_text(os.environ['PYTEST_XDIST_WORKER'], encoding='utf-8')\n" for i in range(6)), encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "tests"), "OUT": str(tmp_path)}
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "3", "-p", "conftest", "-p", "no:cacheprovider",
+                        str(suite)], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    assert p.returncode == 0 and "66 passed" in p.stdout, p.stdout[-3000:] + p.stderr[-3000:]
+    workers = [(tmp_path / str(i)).read_text(encoding="utf-8") for i in range(6)]
+    assert max(workers.count(w) for w in workers) <= 2, workers
 
 
 @pytest.mark.cuda
