@@ -49,9 +49,10 @@ def steps(args, out):
                      r"~ ([\d.]+ h)")  # what bench.py --finetune 1,5 prints
     xdist = ["-n", str(args.workers)] if importlib.util.find_spec("xdist") else []  # pytest-xdist, if installed
     plan = [
-        ("tests", 300, [py, "-m", "pytest", "-q", "-rs", *xdist, "-p", "no:cacheprovider", "--durations", "10",
-                        "tests"],  # -rs: why each skipped test skipped; then the 10 slowest
-         r"(?m)^(\d+ (?:failed|passed|errors?)\b[^\n]*?) in ([\d.]+)s"),  # the summary: "1 failed, 624 passed, ..."
+        ("tests", 300, [py, "-m", "pytest", "-v", "-rs", *xdist, "-p", "no:cacheprovider", "--durations", "10",
+                        "tests"],  # -v: each test's name as it ends (a suite stopped at its limit shows which were
+         # left); -rs: why each skipped test skipped; then the 10 slowest; the summary: "=== 1 failed, 624 passed, ..."
+         r"(?m)^=* ?(\d+ (?:failed|passed|errors?)\b[^\n]*?) in ([\d.]+)s"),
         ("bench", 150, [py, "bench.py", "--preset", args.preset, *micro, "--hf",
                         "--steps", "20", "--rounds", "1", "--profile",
                         *(["--official", args.official] if args.official else [])],

@@ -508,6 +508,8 @@ def test_a_check_stopped_from_outside_stops_the_step_it_was_running(tmp_path):
     ("tests", "....F.\n1 failed, 624 passed, 14 skipped, 3 warnings in 142.00s (0:02:22)\n",
      "1 failed, 624 passed, 14 skipped, 3 warnings | 142.00"),
     ("tests", "640 passed, 9 skipped in 287.76s\n", "640 passed, 9 skipped | 287.76"),
+    ("tests", "[gw3] [100%] PASSED tests/test_x.py::test_y \n=== 1 failed, 640 passed, 9 skipped in 287.76s (0:04:47) "
+     "===\n", "1 failed, 640 passed, 9 skipped | 287.76"),  # -v: each test's name as it ends, the summary framed
     ("prepare", "done in 2.8 s: out/data | 2292 pieces of documents, kept {'train': 2263, 'val': 23}, 6 dropped by "
      "the filter (1894 tokens) | rows {'train': 7925, 'val': 75} | pass 2 898,006 tokens/s\n",
      "rows {'train': 7925, 'val': 75}")])
