@@ -17,6 +17,7 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 import fill_mask  # noqa: E402
 import prepare  # noqa: E402
 from cram import load_model  # noqa: E402
+from conftest import built_once  # noqa: E402
 
 TIKTOKEN_DIR = ROOT.parent / "shared/data/tiktoken"
 FILLER = "the cat sat on the mat and a dog ran in the park with her old friend over there".split()
@@ -25,10 +26,13 @@ TINY = ["--preset", "tiny", "--n_layer", "1", "--n_embd", "32", "--n_head", "2",
         "--eval_seqs", "8", "--device", "cpu"]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def ckpt(tmp_path_factory):
     """A real prepare.py + cram.py run (~10 s) on 200 documents that all end "the capital of france is paris."."""
-    tmp = tmp_path_factory.mktemp("fill")
+    return Path(built_once(tmp_path_factory, "fill", train_on_paris))
+
+
+def train_on_paris(tmp):
     rng = np.random.default_rng(0)
     (tmp / "txt").mkdir()
     for i in range(200):
@@ -39,7 +43,7 @@ def ckpt(tmp_path_factory):
     p = subprocess.run([sys.executable, str(ROOT / "cram.py"), "--data_dir", str(tmp / "data"), "--out_dir",
                         str(tmp / "out"), *TINY], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
-    return tmp / "out" / "ckpt.pt"
+    return str(tmp / "out" / "ckpt.pt")
 
 
 def test_a_model_that_always_saw_paris_there_puts_paris_on_top(ckpt):
