@@ -96,7 +96,7 @@ class Config:
 
 PRESETS = {
     "paper": {},  # the defaults above are the paper's recipe
-    # Learns in 5 minutes on 2 CPU cores (notes): ~5M tokens, small steps, 10x the lr and weight decay, local bias.
+    # Learns in 5 minutes on 2 CPU cores (notes): ~6M tokens, small steps, 10x the lr and weight decay, local bias.
     "tiny": dict(n_layer=2, n_embd=128, n_head=4, ffn_hidden=512, pos_scale_init=0.0, local_bias=1.0,
                  micro_batch=16, batch_size=64, lr=1e-2, weight_decay=0.1, budget_hours=5 / 60, eval_every=0.25,
                  eval_seqs=512, ckpt_every_min=1.0),
