@@ -2,7 +2,7 @@
 
     python gpu_check.py                          # the suite, pretraining + resume, fine-tuning, the tools, bench
     python gpu_check.py --minutes 0.5 --skip tests  # shorter: half a minute of pretraining, no suite
-    python gpu_check.py --glue_dir GLUE          # also RTE from GLUE's TSV files (else the BBC News task alone)
+    python gpu_check.py --glue_dir glue          # also RTE from GLUE's TSV files (else the BBC News task alone)
     python gpu_check.py --official ../cramming   # bench also times the paper's own model (a clone of its code)
     python gpu_check.py --experiments            # then fine-tuning compiled (a long run's default; minutes)
 
