@@ -59,6 +59,7 @@ GLUE = {"cola": ("CoLA", (3, None, 1), ("sentence", None), BINARY, ("mcc", "acc"
         "rte": ("RTE", ("sentence1", "sentence2", "label"), ("sentence1", "sentence2"), NLI2, ("acc",))}
 TEXT_COLUMNS = (("sentence1", "sentence2"), ("sentence",), ("text",))  # run_glue.py's defaults, in this order
 NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")  # a label a regression reads: 3, -0.5, .5, 1e-3
+INTEGER = re.compile(r"[-+]?\d+")  # a number that may name a class: labels 0, 1, 2 are classes; 0.5 is a score
 SPLIT_NAMES = {"train", "training", "dev", "valid", "validation", "val", "test"}  # a file stem that names no task
 Split = namedtuple("Split", "a b labels rows")  # texts A, texts B (None: one text), labels (np.ndarray), (line, row)
 
@@ -93,7 +94,7 @@ def file_task(args):
     given = [str(r[cols[2]]).strip() for _, r in rows if isinstance(r, dict) and r.get(cols[2]) not in (None, "")]
     values = set(given)
     numbers = {v for v in values if NUMBER.fullmatch(v)}
-    if 2 * sum(v in numbers for v in given) > len(given) and any(not re.fullmatch(r"[-+]?\d+", v) for v in numbers):
+    if 2 * sum(v in numbers for v in given) > len(given) and any(not INTEGER.fullmatch(v) for v in numbers):
         labels, metrics = None, ("pearson", "spearman", "rmse")  # a stray "N/A": its row skipped (read_split), named
     else:
         labels = tuple(sorted(values, key=lambda v: (v not in numbers, float(v) if v in numbers else 0, v)))
@@ -236,7 +237,7 @@ def read_split(task, path, limit=0, labelled=True):
                 raise ValueError(f"{empty!r} is empty")
             if labelled and task.labels and values[-1].strip() not in ids and not task.hub:
                 label = values[-1].strip()  # 0.25 beside classes 0 and 1: a regression written as classes?
-                regression = NUMBER.fullmatch(label) and not re.fullmatch(r"[-+]?\d+", label) and all(
+                regression = NUMBER.fullmatch(label) and not INTEGER.fullmatch(label) and all(
                     NUMBER.fullmatch(name) for name in task.labels)  # file_task's rule: a number that is no integer
                 raise CramError(f"{path} line {n}: the label {label!r} is not in the training file, "
                                 f"whose labels are {list(task.labels)[:20]}: fix the label, or train with it" +

@@ -817,8 +817,9 @@ def test_under_pytest_xdist_the_slow_tests_start_first_one_or_two_to_a_worker(tm
     each worker starts with two of them at most, not five."""
     pytest.importorskip("xdist")
     suite = tmp_path / "test_some.py"
-    suite.write_text("import os, pytest\n" + "".join(f"def test_quick_{i}(): pass\n" for i in range(60)) + "".join(
-        f"@pytest.mark.slow\ndef test_slow_{i}():\n    (__import__('pathlib').Path(os.environ['OUT']) / '{i}')"
+    quick = "".join(f"def test_quick_{i}(): pass\n" for i in range(60))
+    suite.write_text("import os, pathlib, pytest\n" + quick + "".join(
+        f"@pytest.mark.slow\ndef test_slow_{i}():\n    (pathlib.Path(os.environ['OUT']) / '{i}')"
         f".write_text(os.environ['PYTEST_XDIST_WORKER'], encoding='utf-8')\n" for i in range(6)), encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(ROOT / "tests"), "OUT": str(tmp_path)}
     p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "3", "-p", "conftest", "-p", "no:cacheprovider",
