@@ -221,9 +221,10 @@ exercises it names, so a slip there can fail it too.
 - `python exercises.py show NAME`: the assignment
 {checking}- `python cram.py --preset tiny`: trains once the exercises it runs are written; else it names one
 {"" if checks else chr(10) + "This copy has no checks: your teacher grades your cram.py." + chr(10)}
-Left out of this copy, as they hold the answers: the reference `cram.py`, the tests, the git history, the lab
-notebook (`docs/notes.md`), the teacher's answers (`docs/teaching_answers.md`), and the measured answers of the
-scaling exercise (`docs/scaling.md`, `docs/results.md`).
+Left out of this copy, as they hold the answers: the reference `cram.py`, the tests (the README's test command
+has nothing to run here), the git history, the lab notebook (`docs/notes.md`, which some pages name), the teacher's
+answers (`docs/teaching_answers.md`), and the measured answers of the scaling exercise (`docs/scaling.md`,
+`docs/results.md`).
 """
 
 

@@ -281,9 +281,12 @@ def check_masking(cram):
     vocabulary = (f"random tokens must come from the whole vocabulary, 0..vocab_size-1: with vocab_size {V} yours "
                   f"ranged over {low}..{high}")
     expect(high >= V // 10, vocabulary + " (the special tokens, the sequence's own tokens or positions?)")
+    upper = (drawn >= V // 2).float().mean().item()
+    fresh = "a fresh torch.randint(0, vocab_size, ...) from the generator, not values made from another draw"
+    expect(0.35 < upper < 0.65, vocabulary + f", not evenly: {100 * upper:.0f}% in its upper half; use " + fresh +
+           " (the positions' scores?)")
     expect(distinct > 0.8 * n, f"the random slots repeat their tokens ({distinct} different in {n} slots of a "
-                               f"{V}-token vocabulary): draw one per slot")
-    expect(0.35 < (drawn >= V // 2).float().mean().item() < 0.65, vocabulary + ", not evenly")
+                               f"{V}-token vocabulary): draw one per slot, " + fresh)
     # a vocabulary of 8 and rows of one token (5): every other id in a slot was drawn; all of 0..7 must be, the last too
     inputs_small, positions_small, _ = cram.mask_tokens(torch.full((B, T), 5), 2, 8, 0.25,
                                                         torch.Generator().manual_seed(6))
@@ -475,6 +478,17 @@ def check_prenorm(cram):
         expect(not matches(got, h + block.ffn(block.norm1(h))), "each sub-layer has its own LayerNorm: norm1 feeds "
                                                                 "the attention, norm2 the feed-forward")
         close(got, want, "Block(x) vs h = x + attn(norm1(x)); h + ffn(norm2(h))", 1e-4)
+    for sub, other in (("attn", "ffn.down"), ("ffn", "attn.out")):  # training: self.drop on each sub-layer's output
+        block = cram.Block(small_cfg(cram, dropout=0.5)).train()
+        block.attn.dropout = 0.0                                                   # only self.drop draws
+        with torch.no_grad():
+            block.get_submodule(other).weight.zero_()                              # the other sub-layer adds 0
+            out = getattr(block, sub)(block.norm1(x) if sub == "attn" else block.norm2(x))
+            added = block(x) - x
+        dropped, doubled = added.abs() < 1e-6, (added - 2 * out).abs() < 1e-4     # p = 0.5: 0 or out / (1 - p)
+        expect(bool((dropped | doubled).all()) and 0.3 < dropped.float().mean() < 0.7,
+               f"in training (dropout 0.5) each sub-layer's output goes through self.drop before it is added, "
+               f"x + self.drop(self.{sub}(...)); yours does not (no self.drop there, or x itself dropped too?)")
 
 
 def check_attention(cram):
@@ -753,11 +767,12 @@ def show(name):
     if ex.needs:
         print(f"first, where they are still stubs in your copy: {', '.join(ex.needs)} (its check runs their code)")
     print("\n" + ex.text + "\n")
+    # commands on lines of their own, no comment after them: zsh and cmd would pass one on (docs/setup.md)
     if STUDENT_COPY:  # the student writes in the copy's own cram.py
-        print(f"{'check: python exercises.py check ' + name:63s} # PASS, or FAIL with what differs in cram.py")
+        print(f"check it (PASS, or FAIL with what differs in cram.py):\n    python exercises.py check {name}")
         return
-    print(f"{'start: python exercises.py stub ' + name:63s} # writes my_cram.py")
-    print(f"{'check: python exercises.py check ' + name + ' --file my_cram.py':63s} # PASS, or FAIL with what differs")
+    print(f"start (writes my_cram.py):\n    python exercises.py stub {name}")
+    print(f"check it (PASS, or FAIL with what differs):\n    python exercises.py check {name} --file my_cram.py")
 
 
 def listing():
@@ -767,13 +782,13 @@ def listing():
         if name in (STUDENT_COPY or EXERCISES):
             print(f"  {name:12s} {ex.paper:28s} {ex.minutes:7d} {ex.points:6d}  {ex.title.split(':')[0]}")
     print(f"\n  Cramming: {CRAMMING}:\n  section 4.2 is its architecture, 4.3 its training recipe.")
-    print("\n  python exercises.py show NAME                     # read the assignment")
+    print("\n  read an assignment:\n      python exercises.py show NAME")
     if STUDENT_COPY:  # the student writes in the copy's own cram.py (CLASS.md)
-        print("  python exercises.py check NAME                    # PASS, or FAIL with what differs (NAME all: every "
-              "one)")
+        print("  check it (PASS, or FAIL with what differs; NAME all: every one):\n      python exercises.py check NAME")
         return
-    print("  python exercises.py stub NAME                     # write my_cram.py: cram.py with NAME left to write")
-    print("  python exercises.py check NAME --file my_cram.py  # PASS, or FAIL with what differs (NAME all: every one)")
+    print("  write my_cram.py, cram.py with NAME left to write:\n      python exercises.py stub NAME")
+    print("  check it (PASS, or FAIL with what differs; NAME all: every one):\n"
+          "      python exercises.py check NAME --file my_cram.py")
 
 
 def load_module(path, name="student_cram"):
@@ -1017,7 +1032,8 @@ def release(dest, names, teacher, checks):
         print(f"  with {len(untracked)} files git does not track (are they for students?): {', '.join(untracked)}")
     if teacher:
         print(f"wrote {teacher}: the teacher's bundle: the reference, answers.md, the grader (class.json: the class)")
-        print(f"grade: cd {teacher} && python exercises.py grade SUBMISSIONS --out grades.csv")
+        print(f"grade, from that folder (one command a line, as every shell takes them):\n    cd {teacher}\n"
+              "    python exercises.py grade SUBMISSIONS --out grades.csv")
 
 
 COMMANDS = ("show", "stub", "check", "release", "grade")

@@ -188,6 +188,10 @@ SLIPS = [
     ("masking", "mask_tokens", MASK_TOKENS.format(
         sort="", random_ids="torch.randint(0, T, (B, n_rand), generator=generator)"),
      "random tokens must come from the whole vocabulary"),
+    ("masking", "mask_tokens", MASK_TOKENS.format(  # a teacher's trial, 11-27: the positions' scores reused
+        sort="", random_ids="(scores.gather(1, positions[:, n_mask:n_mask + n_rand]) * vocab_size).long()").replace(
+        "positions = torch.rand(B, T, generator=generator)", "scores = torch.rand(B, T, generator=generator)\n"
+        "    positions = scores"), "not evenly: 0% in its upper half; use a fresh torch.randint(0, vocab_size, ...)"),
     ("masking", "mask_tokens", MASK_TOKENS.format(  # a learner's trial, 11-25: randint's high read as inclusive
         sort="", random_ids="torch.randint(0, vocab_size - 1, (B, n_rand), generator=generator)"),
      "never drew id 7 of a vocabulary of 8"),
@@ -269,6 +273,16 @@ def forward(self, x, attn_mask=None):
     x = x + self.attn(x, attn_mask)
     return x + self.ffn(self.norm2(x))
 """, "the residual stream carries x itself"),
+    ("prenorm", "Block.forward", """
+def forward(self, x, attn_mask=None):
+    x = x + self.attn(self.norm1(x), attn_mask)
+    return x + self.ffn(self.norm2(x))
+""", "each sub-layer's output goes through self.drop before it is added, x + self.drop(self.attn(...))"),
+    ("prenorm", "Block.forward", """
+def forward(self, x, attn_mask=None):
+    x = x + self.drop(self.attn(self.norm1(x), attn_mask))
+    return self.drop(x + self.ffn(self.norm2(x)))
+""", "x itself dropped too?"),
     ("sparse_head", "CrammedBERT.forward", """
 def forward(self, ids, positions, targets=None):
     logits = self.encode(ids, positions=positions) @ self.embed.tok.weight.T
