@@ -255,8 +255,7 @@ class CrammedBERT(nn.Module):
                 nn.init.normal_(m.weight, mean=0.0, std=0.02)
 
     def encode(self, ids, pad_mask=None, positions=None):
-        """Hidden states (B, T, C), or (B, k, C) at positions (B, k). pad_mask (B, T) is True on real tokens
-        (fine-tuning pads; pretraining not)."""
+        """Hidden states (B, T, C), or (B, k, C) at positions (B, k); pad_mask (B, T): True on real tokens."""
         attn_mask = None if pad_mask is None else pad_mask[:, None, None, :]         # (B, 1, 1, T) keys
         if self.attn_bias is not None:  # the local bias, with padded keys at -inf
             bias = self.attn_bias[:, :ids.shape[1], :ids.shape[1]]                     # (H, T, T)
@@ -614,15 +613,16 @@ def train(cfg):
         try:
             batches = micro_batches(train_data, clock.data_pos, batch, t, cfg, ranks, meta, gen, device)
             accum = batch // (cfg.micro_batch * ranks.world)
-            loss = ranks.mean(accumulate(train_model, batches, accum, amp, scaler, ranks)).item()  # a host sync
+            loss = ranks.mean(accumulate(train_model, batches, accum, amp, scaler, ranks))
+            clip_and_step(model, optimizer, scaler, cfg.grad_clip)
+            loss = loss.item()  # the host waits for the GPU here: the step's time below includes AdamW's
         except torch.cuda.OutOfMemoryError as e:  # torch.OutOfMemoryError from torch 2.5 on, the same class
             raise out_of_memory(e, cfg, save, ranks, ckpt_path, clock.step) from None
         if not math.isfinite(loss):  # rank 0 says it, once; the other ranks leave quietly
             saved = ckpt_path if os.path.exists(ckpt_path) else "none yet"
             raise SystemExit(1) if not ranks.master else CramError(
                 f"loss is {loss} at step {clock.step}: training diverged; the last good checkpoint ({saved}) was "
-                "kept: resume it with a lower --lr or --grad_clip")
-        clip_and_step(model, optimizer, scaler, cfg.grad_clip)
+                "kept: resume it with a lower --lr or --grad_clip")  # (the weights in memory, stepped, are not)
         dt = time.perf_counter() - t0
         clock.data_pos, clock.train_time, clock.step = clock.data_pos + batch, clock.train_time + dt, clock.step + 1
         clock.train_time, stopping = ranks.agree(clock.train_time, "signal" in stop)  # one clock for all ranks

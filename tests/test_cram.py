@@ -293,6 +293,26 @@ def test_with_a_masking_schedule_training_masks_on_it_and_evaluation_at_mask_rat
     assert {k for caller, k in counts if caller == "evaluate"} == {10}  # mask_rate 0.25: runs compare on it
 
 
+def test_a_steps_time_includes_its_optimizer_step_the_host_syncs_after_it(tmp_path, monkeypatch):
+    """On a GPU, AdamW only queues kernels: a clock read before a sync that follows it would leave its time out."""
+    events = []
+
+    class Loss:  # the step's loss; its .item() is the step's one host sync
+        def __init__(self, loss):
+            self.loss = loss
+
+        def item(self):
+            events.append("sync")
+            return self.loss.item()
+    accumulate, clip_and_step = cram.accumulate, cram.clip_and_step
+    monkeypatch.setattr(cram, "accumulate", lambda *a: Loss(accumulate(*a)))
+    monkeypatch.setattr(cram, "clip_and_step", lambda *a: (events.append("optimizer"), clip_and_step(*a))[1])
+    data = write_data(tmp_path / "data")
+    cram.main(["--data_dir", str(data), "--out_dir", str(tmp_path / "out"), "--max_steps", "3", *TINY_FLAGS,
+               "--batch_size", "4", "--compile", "false"])
+    assert events == ["optimizer", "sync"] * 3
+
+
 @pytest.mark.parametrize("t, factor", [(0.0, 0.25), (0.5, 0.75), (0.75, 1.0), (0.875, 0.5), (1.0, 0.0)])
 def test_lr_is_one_cycle_on_the_budget_fraction(t, factor):
     assert lr_at(t, 1e-3) == pytest.approx(factor * 1e-3)
