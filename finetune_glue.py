@@ -145,8 +145,8 @@ def finetune(models, ids, labels, args, seeds, device, desc, pace=None):
     similar length (plan_batches); returns each model's last loss. The models (one a seed, seeds_together of them)
     train together, as one (hardware.together; on a CPU one). The data go to the device once, nothing is read back
     until the end. With CUDA graphs or --compile a batch is padded to a multiple of 32 tokens: at most 4 shapes (each
-    costs two plain steps, or a compile), at most 31 padded tokens. pace(seconds a step, seconds of the first 300):
-    once, at step 500, the time of steps 300-500 and of the warm-up before them (compiling, recording graphs)."""
+    costs two plain steps, or a compile), at most 31 padded tokens. pace(seconds a step, seconds of the warm-up, its
+    steps): once, the mean time of timed_steps' 200 and of the steps before them (compiling, recording graphs)."""
     sizes = [len(s) for s in ids]
     rows, real = plan_batches(sizes, args, seeds)  # (steps, S, B): each step's example numbers; 0 in real: a filler
     params, forward, done = together(models, device)
@@ -159,18 +159,28 @@ def finetune(models, ids, labels, args, seeds, device, desc, pace=None):
     rows, real = rows.to(device), real.to(device)
     bar = tqdm(widths.tolist(), desc=desc, unit="step", leave=False, dynamic_ncols=True,
                disable=not sys.stderr.isatty())  # on a terminal only, not in a log file
-    marks = [time.perf_counter()]  # the start, step 300, step 500
+    marks, window = [time.perf_counter()], timed_steps(widths.tolist(), graphs or compiling)  # the start, its ends
     for n, width in enumerate(bar):
         set_lr(lr_at(n, len(rows), args.lr, args.warmup))
         idx = rows[n]                                                                  # (S, B)
         loss = run_step(table[idx, :width], masks[idx, :width], targets[idx], real[n])
-        if pace and len(rows) > 500 and n in (300, 500):  # time steps 300 to 500: warmed up, graphs recorded
+        if pace and window and n in window:
             getattr(torch, device.type).synchronize()
             marks.append(time.perf_counter())
-            if n == 500:
-                pace((marks[2] - marks[1]) / 200, marks[1] - marks[0])
+            if n == window[1]:
+                pace((marks[2] - marks[1]) / (window[1] - window[0]), marks[1] - marks[0], window[0])
     done()
     return loss.tolist()
+
+
+def timed_steps(widths, warms, first=300, n=200):
+    """(start, end): the steps whose mean time is the pace, warmed up: from step `first`, or where a width is first
+    seen later and `warms` (its first steps record a graph or compile), 3 steps after that; None: the run is short."""
+    seen = {}
+    for step, width in enumerate(widths):
+        seen.setdefault(width, step)
+    start = max(first, max(seen.values()) + 3) if warms else first
+    return (start, start + n) if start + n < len(widths) else None
 
 
 def run_task(task, train, devs, weights, cfg, tok, args, device, outputs, report, keep=False, pace=None):
@@ -273,16 +283,16 @@ def plan_run(args, data, device, pretrained, random_inits):
           + f", compiled ({batches:,} batches: each shape's first steps wait for the compiler)" * args.compile)
     paced = {}
 
-    def pace(step_s, warm_s):  # the first run that times 200 steps: this run's time, the paper's protocol's
+    def pace(step_s, warm_s, warm_steps):  # the first run that times 200 steps: this run's time, the protocol's
         if not paced:
-            paced.update(step_s=step_s, warm_up_s=warm_s, projected_s=steps * step_s,
+            paced.update(step_s=step_s, warm_up_s=warm_s, warm_up_steps=warm_steps, projected_s=steps * step_s,
                          protocol_h=protocol * step_s / 3600)
             print(f"pace: {1e3 * step_s:.2f} ms a step ({count(args.seeds_together, 'seed')} x {args.batch_size} "
                   f"examples, this task's lengths): this run's {steps:,} steps ~ {steps * step_s / 60:.1f} min; the "
                   f"paper's GLUE protocol (8 tasks x 5 epochs x 5 seeds, {PROTOCOL_STEPS:,} batches of 16"
                   + (f", {protocol:,} steps" if protocol != PROTOCOL_STEPS else "") + f") ~ "
-                  f"{protocol * step_s / 3600:.1f} h at this pace (arithmetic: its tasks' lengths differ); its first "
-                  f"300 steps took {warm_s:.0f} s" + " (compiling or recording graphs)" * bool(args.compile or graphed))
+                  f"{protocol * step_s / 3600:.1f} h at this pace (arithmetic: its tasks' lengths differ); first "
+                  f"{warm_steps} steps: {warm_s:.0f} s" + " (compiling, recording graphs)" * (args.compile or graphed))
     return paced, pace
 
 

@@ -572,6 +572,14 @@ def test_a_long_run_reports_once_its_pace_and_the_warm_up_before_it():
     assert 0 < paces[0][0] < paces[0][1]  # 300 steps take longer than one
 
 
+def test_the_pace_is_timed_once_every_width_has_been_seen_where_a_new_one_records_a_graph_or_compiles():
+    widths = [32] * 350 + [64] + [32] * 600
+    assert fg.timed_steps(widths, warms=False) == (300, 500)  # eager: a new width costs nothing more
+    assert fg.timed_steps(widths, warms=True) == (353, 553)  # graphs, compiling: 3 steps after 64's first
+    assert fg.timed_steps([32] * 400 + [96] + [32] * 100, warms=True) is None  # no 200 warm steps: no pace here
+    assert fg.timed_steps([32] * 500, warms=False) is None
+
+
 def test_seeds_as_one_model_run_attention_in_plain_ops_that_vmap_batches_on_any_device():
     """Fused attention kernels have no correct vmap rule for a mask with a vmap dimension on every torch (the CPU's
     has none: torch loops over the seeds and warns; CUDA's mishandled it until 2026-07): together's forward runs
