@@ -527,13 +527,13 @@ def accumulate(train_model, batches, accum, amp, scaler, ranks):
     return total
 
 
-def clip_and_step(model, optimizer, scaler, grad_clip):
+def clip_and_step(model, optimizer, scaler, grad_clip, ddp=False):
     """Clip the gradients' global L2 norm, step AdamW (fp16: unscaled first, skipped on an overflow)."""
     scaler.unscale_(optimizer)
     torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
     scaler.step(optimizer)
     scaler.update()
-    optimizer.zero_grad(set_to_none=True)
+    optimizer.zero_grad(set_to_none=not ddp)  # DDP: zeros in its buckets, which hold the gradients (no 2nd copy)
 
 
 def checkpoint(path, model, optimizer, scaler, clock, ranks, cfg, **facts):
@@ -614,7 +614,7 @@ def train(cfg):
             batches = micro_batches(train_data, clock.data_pos, batch, t, cfg, ranks, meta, gen, device)
             accum = batch // (cfg.micro_batch * ranks.world)
             loss = ranks.mean(accumulate(train_model, batches, accum, amp, scaler, ranks))
-            clip_and_step(model, optimizer, scaler, cfg.grad_clip)
+            clip_and_step(model, optimizer, scaler, cfg.grad_clip, ddp=ranks.world > 1 and not cfg.shard)
             loss = loss.item()  # the host waits for the GPU here: the step's time below includes AdamW's
         except torch.cuda.OutOfMemoryError as e:  # torch.OutOfMemoryError from torch 2.5 on, the same class
             raise out_of_memory(e, cfg, save, ranks, ckpt_path, clock.step) from None

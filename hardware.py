@@ -9,6 +9,7 @@ then in PlainAttention's form). fit_micro_batch: the paper's micro-batch from th
 import contextlib
 import copy
 import datetime
+import inspect
 import os
 import platform
 import re
@@ -337,9 +338,11 @@ class Ranks:
         self.model = model
         if self.world == 1 or self.shard:
             return model
-        return torch.nn.parallel.DistributedDataParallel(  # no buffer to broadcast: pos_table, attn_bias are fixed
-            model, device_ids=[device] if device.type == "cuda" else None, broadcast_buffers=False,
-            gradient_as_bucket_view=True)  # no second copy of the gradients
+        ddp = torch.nn.parallel.DistributedDataParallel
+        fixed = "forward_sync_buffers" if "forward_sync_buffers" in inspect.signature(ddp).parameters else \
+            "broadcast_buffers"  # torch 2.13's name (the old one warns): pos_table, attn_bias are the same everywhere
+        return ddp(model, device_ids=[device] if device.type == "cuda" else None, gradient_as_bucket_view=True,
+                   **{fixed: False})  # the gradients in DDP's buckets: no second copy (with cram.clip_and_step's ddp)
 
     def no_sync_until(self, last, train_model):  # until the last micro-batch each rank sums its own gradients
         if self.shard:  # FSDP2's way: until then each rank holds whole gradients (4 bytes a parameter)

@@ -310,6 +310,28 @@ def test_under_ddp_the_gpus_agree_on_the_smallest_micro_batch_any_of_them_holds(
     assert json.loads(log.split("config: ")[1].split("\n")[0])["micro_batch"] == 2
 
 
+KEEP_GRADS = """
+import atexit, contextlib, hardware
+no_sync_until, where = hardware.Ranks.no_sync_until, []  # per micro-batch: where its gradients are, after backward
+@contextlib.contextmanager
+def spy(self, last, train_model):
+    with no_sync_until(self, last, train_model):
+        yield
+    where.append(next(self.model.parameters()).grad.data_ptr())
+hardware.Ranks.no_sync_until = spy
+atexit.register(lambda: rank or print("where", where, flush=True))
+"""
+
+
+def test_under_ddp_accumulation_adds_into_ddps_own_buffers_not_a_second_copy_of_the_gradients(tmp_path):
+    """DDP (gradient_as_bucket_view) keeps the gradients in its buckets; gradients set to None after a step would
+    come back as new tensors in the next step's micro-batches before the sync: 4 more bytes a parameter."""
+    p = torchrun(tmp_path, KEEP_GRADS, "--micro_batch", "2", "--batch_size", "8", "--max_steps", "3")
+    assert p.returncode == 0, p.stderr[-2000:]
+    where = json.loads(p.stdout.split("where ")[1].split("\n")[0])
+    assert len(where) == 5 and len(set(where[1:])) == 1  # 1, 2, 2 micro-batches (the ramp); after the 1st, the bucket
+
+
 SLOW_EVAL = """
 evaluate = cram.evaluate
 def slow(*args, **kw):
