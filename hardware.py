@@ -149,7 +149,7 @@ def fit_micro_batch(device, model, cfg, seq_len, world=1, compiled=True, most=51
     an A6000): the largest power of two up to `most` whose training state (16 bytes a parameter: weights, gradients,
     two Adam moments) and activations (30 bytes x n_embd per token and layer: the paper model compiled, 12.8 GiB at
     256 and 23.9 at 512 on an H100; uncompiled twice that, a margin, not measured) fill at most 70% of the GPU's
-    memory, or what is free of it. At most 512: 5.3% faster than 256 there, larger not yet measured; at most an
+    memory, or what is free of it. At most 512: +2.4% tokens/s over 256 there, larger not yet measured; at most an
     eighth of the batch target over `world` GPUs, so the batch still ramps. Off CUDA 128, the paper's default."""
     most = max(1, min(most, cfg.batch_size // (8 * world)))
     if device.type != "cuda":
