@@ -9,6 +9,7 @@ then in PlainAttention's form). fit_micro_batch: the paper's micro-batch from th
 import contextlib
 import copy
 import datetime
+import hashlib
 import inspect
 import os
 import platform
@@ -320,7 +321,20 @@ def run_info(device):
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu"
     return {"python": platform.python_version(), "torch": str(torch.__version__), "numpy": np.__version__,
             "device": f"{device.type}: {name}", "threads": torch.get_num_threads(), "git": commit or "unknown",
-            "host": platform.node(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+            "code": code_hash(), "host": platform.node(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+
+
+def code_hash():
+    """12 hex digits of the sha256 of the project's .py files this process runs (an edited copy of cram.py too):
+    plot.py tells a rerun from a run of changed code by it, git or not."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    files = {f for f in (getattr(m, "__file__", None) for m in list(sys.modules.values()))  # (some name no file)
+             if isinstance(f, str) and f.endswith(".py") and os.path.dirname(f) == here and os.path.isfile(f)}
+    digest = hashlib.sha256()
+    for path in sorted(files):
+        with open(path, "rb") as f:
+            digest.update(f.read())
+    return digest.hexdigest()[:12]
 
 
 # ----------------------------------------------------------------------------------------------------------------

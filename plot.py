@@ -68,11 +68,11 @@ def unigram_baseline(run_dir):
     return from_data_line(run_dir, r"\| unigram baseline ([0-9.]+) nats$")
 
 
-def run_config(run_dir):
-    """The config a run started with (log.txt's first "config:" line), or {} without one."""
+def run_config(run_dir, line="config"):
+    """The config a run started with (log.txt's first "config:" line; "run": its versions, device and code), or {}."""
     try:
         with open(os.path.join(run_dir, "log.txt"), encoding="utf-8", errors="replace") as f:
-            found = re.search(r"^config: (\{.*\})$", f.read(), flags=re.MULTILINE)
+            found = re.search(rf"^{line}: (\{{.*\}})$", f.read(), flags=re.MULTILINE)
         return json.loads(found.group(1)) if found else {}
     except (OSError, ValueError):
         return {}
@@ -82,9 +82,9 @@ def side_by_side(runs):
     """Runs side by side in numbers: each one's steps, tokens, final validation loss and nats under its unigram
     baseline, and its difference from the first. Runs that differ only in --seed give the noise: the range of their
     nats under unigram; a difference inside it is within the noise (too small to tell from another seed). A rerun of
-    the same seed is not another seed; runs whose validation differs (--mask_rate, --eval_seqs) are said not to
-    compare."""
-    rows, groups, validations, keys = [], {}, set(), []
+    the same seed is not another seed, nor is a run of other code (the log's "code": its .py files' hash); runs
+    whose validation differs (--mask_rate, --eval_seqs) are said not to compare."""
+    rows, groups, validations, keys, seeds_run = [], {}, set(), [], []
     for run, steps, evals in runs:
         base, last = unigram_baseline(run), evals[-1]["val_loss"] if evals else None
         under = base - last if base is not None and last is not None else None
@@ -92,6 +92,7 @@ def side_by_side(runs):
                      last, under))
         config = run_config(run)
         same = {k: v for k, v in config.items() if k not in ("seed", "out_dir", "resume")}
+        same["code"], seeds_run = run_config(run, "run").get("code"), [*seeds_run, config.get("seed")]
         if config and under is not None:  # the rows it scored: eval_seqs, or all the validation set holds
             rows_scored = min(config.get("eval_seqs", 0), from_data_line(run, r"'val': (\d+)") or math.inf)
             validations.add((config.get("mask_rate"), rows_scored))
@@ -104,8 +105,11 @@ def side_by_side(runs):
     n_seeds = len(max(spreads, key=spreads.get)) if spreads else 0  # the seeds that measured the noise
 
     def verdict(i, gap):  # what run i's difference from the first says
-        if keys[i] and keys[i] == keys[0]:
+        if keys[i] and keys[i] == keys[0] and seeds_run[i] != seeds_run[0]:
             return " (another seed of the first: the noise itself)"
+        if keys[i] and keys[i] == keys[0]:  # a log without "code" (before 2026-11-27) cannot tell a change in the code
+            return " (a rerun of the first: the same flags, seed and code)" if json.loads(keys[i])["code"] else \
+                " (the first's flags and seed: a rerun, or other code?)"
         if noise is None:
             return ""
         return " (within the noise)" if abs(gap) <= noise else f" (beyond the spread of {n_seeds} seeds)"

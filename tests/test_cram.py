@@ -360,6 +360,7 @@ def test_a_tiny_run_learns_and_logs_config_then_one_line_per_step(tmp_path):
     run_cram("--data_dir", str(data), "--out_dir", str(out), "--max_steps", "40", "--lr", "1e-2", *TINY_FLAGS)
     log = (out / "log.txt").read_text().splitlines()
     assert log[0].startswith("config: ") and log[1].startswith("run: ")
+    assert len(json.loads(log[1][5:])["code"]) == 12  # the hash of the .py files that ran: plot.py's rerun test
     steps = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     losses = [m["loss"] for m in steps if "loss" in m]
     assert len(losses) == 40 == sum(line.startswith("step ") for line in log)

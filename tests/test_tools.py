@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import cram  # noqa: E402
 import exercises  # noqa: E402
+import hardware  # noqa: E402
 import plot  # noqa: E402
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -76,14 +78,46 @@ def test_plot_puts_runs_of_different_sizes_on_one_axis_of_compute(x, tmp_path):
     assert drawn["scale"] == ("linear" if x == "seconds" else "log") and x[:4] in drawn["label"].lower()
 
 
-def with_log(run_dir, under, **config):
-    """A run folder as cram.py leaves it: metrics.jsonl and log.txt (its config line, its unigram baseline); the last
-    evaluation ends `under` nats under the baseline."""
+def with_log(run_dir, under, code=None, **config):
+    """A run folder as cram.py leaves it: metrics.jsonl and log.txt (its config line, with `code` its run line, its
+    unigram baseline); the last evaluation ends `under` nats under the baseline."""
     write_metrics(run_dir)
     full = {**dataclasses.asdict(cram.Config(**cram.PRESETS["tiny"], preset="tiny")), "out_dir": str(run_dir), **config}
-    (run_dir / "log.txt").write_text(f"config: {json.dumps(full)}\ndata: data | vocab 8192 | unigram baseline "
+    run = f"run: {json.dumps({'git': 'abc1234', 'code': code})}\n" if code else ""
+    (run_dir / "log.txt").write_text(f"config: {json.dumps(full)}\n{run}data: data | vocab 8192 | unigram baseline "
                                      f"{6.2 + under:.4f} nats\n", encoding="utf-8")  # the last val loss is 6.2
     return str(run_dir)
+
+
+def test_plot_tells_another_seed_from_a_rerun_and_from_a_run_of_edited_code(tmp_path, capsys):
+    """A learner's trial, 2026-11-27: a copy of cram.py with lr_at edited, run with the first's flags and seed, was
+    called "another seed of the first: the noise itself". The log's code hash tells them apart."""
+    base = with_log(tmp_path / "base", 1.10, code="aaaaaaaaaaaa", seed=0)
+    runs = [base, with_log(tmp_path / "base1", 1.09, code="aaaaaaaaaaaa", seed=1),
+            with_log(tmp_path / "again", 1.10, code="aaaaaaaaaaaa", seed=0),
+            with_log(tmp_path / "warm0", 1.00, code="bbbbbbbbbbbb", seed=0)]
+    plot.side_by_side([(r, *plot.read_metrics(r)) for r in runs])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2].endswith("(another seed of the first: the noise itself)")
+    assert lines[3].endswith("(a rerun of the first: the same flags, seed and code)")
+    assert lines[4].endswith("-0.100 (beyond the spread of 2 seeds)")  # other code: a tweak, judged by the noise
+    assert "seeds: base, base1 differ only in --seed" in lines[5]
+    old = [with_log(tmp_path / "old", 1.10, seed=0), with_log(tmp_path / "old_again", 1.00, seed=0)]  # no code line
+    plot.side_by_side([(r, *plot.read_metrics(r)) for r in old])
+    assert capsys.readouterr().out.splitlines()[2].endswith("(the first's flags and seed: a rerun, or other code?)")
+
+
+def test_the_code_hash_is_of_the_projects_py_files_this_process_runs_an_edited_copy_of_cram_py_too(tmp_path,
+                                                                                                   monkeypatch):
+    monkeypatch.setattr(hardware, "__file__", str(tmp_path / "hardware.py"))  # the project's folder: tmp_path
+    script = tmp_path / "cram_warm.py"  # a learner's copy, run as the script
+    monkeypatch.setitem(sys.modules, "__main__", types.SimpleNamespace(__file__=str(script)))
+    script.write_text("lr = 0.25\n", encoding="utf-8")
+    first = hardware.code_hash()
+    script.write_text("lr = 0.0\n", encoding="utf-8")
+    assert hardware.code_hash() != first and len(first) == 12
+    script.write_text("lr = 0.25\n", encoding="utf-8")
+    assert hardware.code_hash() == first
 
 
 def test_plot_prints_runs_side_by_side_and_calls_a_difference_inside_the_seeds_spread_within_the_noise(tmp_path, capsys):
