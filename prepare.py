@@ -316,9 +316,9 @@ def build(args):
         settle(out)  # a complete set replaces out's; anything else is deleted
     if pretok:
         return print(f"done in {time.time() - t0:.1f} s: {out} | rows {st['seqs']} of {args.source}, as stored")
-    print(f"done in {time.time() - t0:.1f} s: {out} | {n_docs} pieces of documents, kept {st['docs']}, {st['dropped']} "
-          f"dropped by the filter ({st['dropped_tokens']} tokens) | rows {st['seqs']} | pass 2 "
-          f"{st['tokens'] / st['seconds']:,.0f} tokens/s")
+    print(f"done in {time.time() - t0:.1f} s: {out} | {n_docs} pieces (a longer document is cut at {PIECE_CHARS:,} "
+          f"characters), kept {st['docs']}, {st['dropped']} dropped by the filter ({st['dropped_tokens']} tokens) | "
+          f"rows {st['seqs']} | pass 2 {st['tokens'] / st['seconds']:,.0f} tokens/s")
     if args.bench:  # timed batch by batch on the same batches and cores, so machine noise slows both sides alike
         bare, ours = st["bare_tokens"] / st["bare_seconds"], st["tokens"] / st["seconds"]
         print(f"bench: bare encode {bare:,.0f} tokens/s, prepare {ours:,.0f} tokens/s: ratio {ours / bare:.2f}")

@@ -544,7 +544,7 @@ def test_a_check_stopped_from_outside_stops_the_step_it_was_running(tmp_path):
     ("tests", "640 passed, 9 skipped in 287.76s\n", "640 passed, 9 skipped | 287.76"),
     ("tests", "[gw3] [100%] PASSED tests/test_x.py::test_y \n=== 1 failed, 640 passed, 9 skipped in 287.76s (0:04:47) "
      "===\n", "1 failed, 640 passed, 9 skipped | 287.76"),  # -v: each test's name as it ends, the summary framed
-    ("prepare", "done in 2.8 s: out/data | 2292 pieces of documents, kept {'train': 2263, 'val': 23}, 6 dropped by "
+    ("prepare", "done in 2.8 s: out/data | 2292 pieces (a longer document is cut at 5,000 characters), kept {'train': 2263, 'val': 23}, 6 dropped by "
      "the filter (1894 tokens) | rows {'train': 7925, 'val': 75} | pass 2 898,006 tokens/s\n",
      "rows {'train': 7925, 'val': 75}")])
 def test_the_gpu_check_reads_the_suite_s_failures_and_prepare_s_rows(tmp_path, step, printed, number):
