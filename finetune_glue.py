@@ -301,10 +301,10 @@ def run(args):
     for name, ok, what in ((n, ok, what) for names, ok, what in RULES for n in names.split()):
         if (value := getattr(args, name)) is not None and not ok(value):  # a flag given (the recipes' values are good)
             raise CramError(f"--{name} must be {what} (got {value})")
+    device, (pretrained, cfg, meta) = pick_device(args.device), load_pretrained(args.ckpt, "cpu")  # a typo: first
     tasks = pick_tasks(args)
     if args.save_model:  # before any work: a folder that is not a saved classifier is never overwritten
         check_save_dir(args.save_model, tasks)
-    device, (pretrained, cfg, meta) = pick_device(args.device), load_pretrained(args.ckpt, "cpu")
     args.recipe = cfg.preset if cfg.preset in RECIPES else "paper"  # a config written by hand may say "auto"
     vars(args).update({k: v for k, v in RECIPES[args.recipe].items() if getattr(args, k) is None})  # a flag wins
     vocab, seq_len = pretrained.embed.tok.weight.shape[0], pretrained.embed.pos_table.shape[0]

@@ -71,9 +71,12 @@ def read_config(folder):
         spec = json.loads(path.read_text(encoding="utf-8"))
         model_type, arch = spec.get("model_type"), flat(spec["arch"])
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-        hint = " (a cram.py run folder? pass its ckpt.pt)" if (folder / "ckpt.pt").is_file() else ""
-        raise CramError(f"{path} is missing or not a crammedBERT config ({type(e).__name__}: {e}){hint}: give the "
-                        "paper's released model folder, or a cram.py checkpoint") from None
+        if (folder / "ckpt.pt").is_file():
+            raise CramError(f"{folder} is a cram.py run: pass its checkpoint, {folder / 'ckpt.pt'}") from None
+        what = f"'s config.json is not a crammedBERT config ({type(e).__name__}: {e})" if path.is_file() else \
+            " has no config.json"
+        raise CramError(f"{folder}{what}: give a cram.py checkpoint (ckpt.pt) or the paper's released model "
+                        "folder") from None
     if model_type != "crammedBERT":
         raise CramError(f"{path} says model_type {model_type!r}: only the paper's crammedBERT folders load here")
     for key in sorted(arch):

@@ -149,8 +149,9 @@ def read_table(path, header=True, guess_encoding=True):
     """A file's (columns, [(line, {column: value}, or why the row is unusable)]). CSV as Excel writes it (quoted
     fields may hold commas and newlines; `;` between fields, as European Excel writes them, is seen in the header);
     TSV split on tabs only, quotes are text (GLUE's; headerless CoLA's columns are indices); .json (a list of objects,
-    or an object holding one) and .jsonl. UTF-8, with a byte-order mark or CRLF; a file that is not UTF-8 is read as
-    Windows-1252, Excel's "CSV" on Windows, and said so (guess_encoding; GLUE's own files: such rows are skipped)."""
+    or an object holding one) and .jsonl. UTF-8, with a byte-order mark or CRLF, or UTF-16 with its mark; a file
+    that is neither is read as Windows-1252, Excel's "CSV" on Windows, and said so (guess_encoding; GLUE's own files:
+    such rows are skipped)."""
     kind = Path(path).suffix.lower()
     if kind not in (".csv", ".tsv", ".json", ".jsonl"):
         raise CramError(f"{path}: a data file must be .csv, .tsv, .json or .jsonl (not {kind or 'no extension'})")
@@ -158,9 +159,9 @@ def read_table(path, header=True, guess_encoding=True):
         raise CramError(f"missing {path}: check the path")
     with open(path, "rb") as f:
         raw = f.read()
-    try:
-        text = raw.decode("utf-8-sig")  # -sig: a byte-order mark (MRPC's, Excel's "CSV UTF-8")
-    except UnicodeDecodeError as e:
+    try:  # UTF-16 with its mark: Excel's "Unicode Text", PowerShell 5.1's `>`
+        text = raw.decode("utf-16") if raw.startswith((b"\xff\xfe", b"\xfe\xff")) else raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:  # -sig: a UTF-8 byte-order mark (MRPC's, Excel's "CSV UTF-8")
         try:
             if not guess_encoding:
                 raise e
@@ -301,8 +302,9 @@ def describe(task, train):
                                                                 "them as whole numbers or words)") * (not task.hub)
     counts = "" if task.labels is None else ", labels " + ", ".join(
         f"{name!r} {n}" for name, n in zip(task.labels, np.bincount(train.labels, minlength=len(task.labels))))
+    few = f" (few: with under {FEW} a classifier has little to learn from)" * (len(train.a) < FEW)
     return (f"task {task.name}: {kind}, text {[c for c in task.columns[:2] if c is not None]}, label "
-            f"{task.columns[2]!r}, {len(train.a)} train rows{counts}")
+            f"{task.columns[2]!r}, {len(train.a)} train rows{few}{counts}")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -310,6 +312,7 @@ def describe(task, train):
 
 METRICS = ("acc", "mcc", "f1", "macro_f1", "pearson", "spearman", "rmse")  # what a task's metrics may name
 SMALL = 200  # a dev set under this many rows says how far one row moves its score (one_row)
+FEW = 100  # a training file under this many rows is called few (describe)
 RESAMPLES = 1000  # bootstrap resamples of the dev rows behind each interval (seed 0: the same every run)
 INTERVAL_WORDS = (f"95% interval over the rows: accuracy's is Wilson's binomial interval, the other metrics' a "
                   f"percentile bootstrap ({RESAMPLES} resamples of the rows, seed 0)")
@@ -451,6 +454,9 @@ def markdown(reports, trivial, titles, seeds, recipe, notes):
                           else "."))
     first = next(iter(reports.values()))["results"]
     small = [f"{titles[c]}: {first[c]['one_row']}." for c in cols if first[c]["one_row"]]  # a small dev set
+    for name, r in reports.items():  # rmse: lower is better
+        small += [f"{name}, {titles[c]}: {r['table'][c]:.1f}, below no model's {trivial[c]:.1f}: worse than one answer "
+                  "for every row." for c in cols if r["table"][c] < trivial[c] and first[c]["main"] != "rmse"]
     return "\n".join(lines + [
         "", f"Dev sets, median of {count(seeds, 'fine-tuning seed')} per task, the {recipe} recipe; avg is the plain "
         f"mean {avg}", f"[low, high]: the {INTERVALS}; the seeds' own spread is not in it." + (

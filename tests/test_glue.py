@@ -767,6 +767,20 @@ def test_average_is_the_plain_mean_of_the_nine_numbers():
     assert "subset" in md
 
 
+def test_a_score_below_no_model_is_said_plainly_under_the_table():
+    """A learner's trial, 11-27: 40 reviews, pretrained 20.0 and random weights 10.0 against 50.0 for no model, and
+    nothing said so; a training file of under 100 rows is called few where it is read."""
+    titles = {"dev": "dev acc"}
+    md = tasks.markdown({"ckpt.pt": reported({"dev": 20.0}), "random init": reported({"dev": 50.0})}, {"dev": 50.0},
+                        titles, 3, "tiny", [])
+    assert "ckpt.pt, dev acc: 20.0, below no model's 50.0: worse than one answer for every row." in md
+    assert "random init, dev acc" not in md  # equal to no model is not below it
+    task = tasks.Task("mine", ("text", None, "label"), ("bad", "good"), ("acc",), "train.csv", {})
+    few = tasks.Split(a=["x"] * 40, b=None, labels=np.array([0, 1] * 20), rows=[])
+    assert "40 train rows (few: with under 100" in tasks.describe(task, few)
+    assert "(few" not in tasks.describe(task, few._replace(a=["x"] * 100, labels=np.zeros(100, int)))
+
+
 def reported(table):
     """A model's report as run_task fills it for markdown: each number with an interval of +-5 and its bootstrap
     draws (all equal here, so avg's interval is the average itself)."""
@@ -801,7 +815,7 @@ def bad_commands(tmp, ckpt, glue):
         "damaged_meta": [ckpt, "--glue_dir", glue, "--tokenizer_dir", tmp / "bad_meta"],
         "damaged_ckpt": [tmp / "bad_ckpt.pt", "--glue_dir", glue],
         "unknown_task": [ckpt, "--glue_dir", glue, "--tasks", "rte,wnli"],
-        "missing_ckpt": [tmp / "nope.pt", "--glue_dir", glue],
+        "missing_ckpt": [tmp / "nope.pt", "--glue_dir", glue, "--tasks", "rte,wnli"],  # the typo said first
         "missing_tokenizer": [ckpt, "--glue_dir", glue, "--tokenizer_dir", tmp],
         "vocab_mismatch": [ckpt, "--glue_dir", glue, "--tokenizer_dir", tmp / "tok"],
         "missing_file": [ckpt, "--glue_dir", tmp, "--tasks", "rte"],

@@ -441,6 +441,10 @@ def test_excel_s_windows_csv_semicolons_and_spaced_headers_read_as_meant(tmp_pat
     assert tasks.read_table(str(tmp_path / "bom1252.csv"))[0] == ["text", "label"]  # a UTF-8 mark on Windows bytes
     assert [r["label"] for _, r in rows] == ["positif", "négatif"]
     assert capsys.readouterr().err.count("read as Windows-1252") == 2  # said once a file: these two
+    for codec in ("utf-16", "utf-16-be"):  # Excel's "Unicode Text", PowerShell 5.1's `>`: UTF-16 with its mark
+        (tmp_path / "u16.csv").write_bytes(("\ufeff" * (codec == "utf-16-be") + "text,label\r\ncafé,positif\r\n")
+                                           .encode(codec))
+        assert tasks.read_table(str(tmp_path / "u16.csv"))[1][0][1] == {"text": "café", "label": "positif"}
     (tmp_path / "semi.csv").write_text('Text ; Label\n"a; b";1\nc;0\n', encoding="utf-8")
     columns, rows = tasks.read_table(str(tmp_path / "semi.csv"))
     assert columns == ["Text", "Label"] and [r["Text"] for _, r in rows] == ["a; b", "c"]
