@@ -306,7 +306,7 @@ def test_a_steps_time_includes_its_optimizer_step_the_host_syncs_after_it(tmp_pa
             return self.loss.item()
     accumulate, clip_and_step = cram.accumulate, cram.clip_and_step
     monkeypatch.setattr(cram, "accumulate", lambda *a: Loss(accumulate(*a)))
-    monkeypatch.setattr(cram, "clip_and_step", lambda *a: (events.append("optimizer"), clip_and_step(*a))[1])
+    monkeypatch.setattr(cram, "clip_and_step", lambda *a, **k: (events.append("optimizer"), clip_and_step(*a, **k))[1])
     data = write_data(tmp_path / "data")
     cram.main(["--data_dir", str(data), "--out_dir", str(tmp_path / "out"), "--max_steps", "3", *TINY_FLAGS,
                "--batch_size", "4", "--compile", "false"])
