@@ -327,9 +327,9 @@ def run_info(device):
 def code_hash():
     """12 hex digits of the sha256 of the project's .py files this process runs (an edited copy of cram.py too):
     plot.py tells a rerun from a run of changed code by it, git or not."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    files = {f for f in (getattr(m, "__file__", None) for m in list(sys.modules.values()))  # (some name no file)
-             if isinstance(f, str) and f.endswith(".py") and os.path.dirname(f) == here and os.path.isfile(f)}
+    folder = lambda f: os.path.normcase(os.path.dirname(os.path.abspath(f)))  # noqa: E731  (Windows: any case)
+    files = {os.path.abspath(f) for f in (getattr(m, "__file__", None) for m in list(sys.modules.values()))
+             if isinstance(f, str) and f.endswith(".py") and folder(f) == folder(__file__) and os.path.isfile(f)}
     digest = hashlib.sha256()
     for path in sorted(files):
         with open(path, "rb") as f:
