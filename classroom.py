@@ -216,11 +216,17 @@ signature and docstring and raises `NotImplementedError` until you write it. The
 {chr(10).join(rows)}
 
 An order that works: {', '.join(order)}. Fix a FAIL in this order: a later check runs the code of the earlier
-exercises it names, so a slip there can fail it too.
+exercises it names, so a slip there can fail it too. (Your teacher's grader runs the reference's code of those
+earlier exercises, so each exercise is graded on its own code alone.)
 
 - `python exercises.py show NAME`: the assignment
-{checking}- `python cram.py --preset tiny`: trains once the exercises it runs are written; else it names one
+{checking}- `python prepare.py --vocab_size 8192 --max_tokens_per_char 0.3`: the data, once (seconds), before training
+- `python cram.py --preset tiny`: trains once the exercises it runs are written; else it names one
 {"" if checks else chr(10) + "This copy has no checks: your teacher grades your cram.py." + chr(10)}
+Hand in your `cram.py` as your teacher asks (the grader takes a folder with one file a student, named after the
+student, or a folder a student holding its `cram.py`). In Colab, download it first: a Colab session's files are gone
+when it ends.
+
 Left out of this copy, as they hold the answers: the reference `cram.py`, the tests (the README's test command
 has nothing to run here), the git history, the lab notebook (`docs/notes.md`, which some pages name), the teacher's
 answers (`docs/teaching_answers.md`), and the measured answers of the scaling exercise (`docs/scaling.md`,

@@ -172,6 +172,9 @@ class Slip(Exception):
     """The student's code runs but does not do what the assignment says; the message names the slip."""
 
 
+NO_CHECKS = "this copy has no checks: your teacher grades your cram.py"  # a --no_checks copy's every check says it
+
+
 def expect(condition, message):
     if not condition:
         raise Slip(message)
@@ -478,6 +481,12 @@ def check_prenorm(cram):
         expect(not matches(got, h + block.ffn(block.norm1(h))), "each sub-layer has its own LayerNorm: norm1 feeds "
                                                                 "the attention, norm2 the feed-forward")
         close(got, want, "Block(x) vs h = x + attn(norm1(x)); h + ffn(norm2(h))", 1e-4)
+    block = cram.Block(small_cfg(cram, dropout=0.5)).train()                       # training: dropout on
+    with torch.no_grad():
+        block.attn.out.weight.zero_()
+        block.ffn.down.weight.zero_()
+        close(block(x), x, "in training (dropout 0.5), with attn.out and ffn.down zeroed, a block must still return x: "
+              "x itself is never dropped, only each sub-layer's output goes through self.drop")
     for sub, other in (("attn", "ffn.down"), ("ffn", "attn.out")):  # training: self.drop on each sub-layer's output
         block = cram.Block(small_cfg(cram, dropout=0.5)).train()
         block.attn.dropout = 0.0                                                   # only self.drop draws
@@ -488,7 +497,7 @@ def check_prenorm(cram):
         dropped, doubled = added.abs() < 1e-6, (added - 2 * out).abs() < 1e-4     # p = 0.5: 0 or out / (1 - p)
         expect(bool((dropped | doubled).all()) and 0.3 < dropped.float().mean() < 0.7,
                f"in training (dropout 0.5) each sub-layer's output goes through self.drop before it is added, "
-               f"x + self.drop(self.{sub}(...)); yours does not (no self.drop there, or x itself dropped too?)")
+               f"x + self.drop(self.{sub}(...)); yours adds self.{sub}'s output without it")
 
 
 def check_attention(cram):
@@ -664,6 +673,9 @@ def emptied(source, names, stub):
         while not has_doc and first - 1 > node.lineno and lines[first - 2].strip().startswith("#"):
             first -= 1  # the comments above the first statement go too
         line = f"{indent}{stub(where)}\n"
+        code, comment, _ = lines[node.lineno - 1].partition("  #")  # a comment after the def may tell the answer
+        if comment and code.rstrip().endswith(":"):
+            lines[node.lineno - 1] = code.rstrip() + "\n"
         if body[0].lineno == node.lineno and not has_doc:  # a one-line def: `def f(x): return x`
             head = lines[node.lineno - 1].encode()[:body[0].col_offset].decode()
             lines[node.lineno - 1:body[-1].end_lineno] = [head.rstrip() + "\n", line]
@@ -871,11 +883,12 @@ def verdict(name, path):
     """(passed, message) of exercise `name`'s check on the student's file `path`. In a student copy a FAIL also names
     the exercises it runs (`needs`) that fail their own checks: a slip there can be what fails this one."""
     passed, message = judged(name, path)
-    if not passed and not reference_here():
+    if not passed and not reference_here() and message != NO_CHECKS:
         broken = [n for n in EXERCISES[name].needs if n not in message and not judged(n, path)[0]]
         if broken:
-            message += (f" (exercise {', '.join(broken)} fails its own check too, and this check runs its code: "
-                        "fix it first)")
+            message += (f" (exercise{'s' * (len(broken) > 1)} {', '.join(broken)} "
+                        f"fail{'s' * (len(broken) == 1)} {'its' if len(broken) == 1 else 'their'} own check too, and "
+                        "this check runs that code: fix it first)")
     return passed, message
 
 
@@ -997,8 +1010,7 @@ def answer_lines(source, names):
 
 def without_checks(tool):
     """exercises.py's source `tool` with every check emptied: they compute what they compare with, by hand."""
-    return emptied(tool, [f"check_{name}" for name in EXERCISES],
-                   lambda where: 'raise Slip("this copy has no checks: your teacher grades your cram.py")')
+    return emptied(tool, [f"check_{name}" for name in EXERCISES], lambda where: f"raise Slip({NO_CHECKS!r})")
 
 
 def release(dest, names, teacher, checks):

@@ -133,6 +133,9 @@ def test_a_student_copy_without_checks_holds_no_check_code(tmp_path):
     assert "This copy has no checks" in (tmp_path / "exam" / "CLASS.md").read_text(encoding="utf-8")
     code, out, _ = python("exercises.py", "check", "glu", cwd=tmp_path / "exam")
     assert code == 1 and "FAIL  glu: this copy has no checks: your teacher grades your cram.py" in out, out
+    exercises.main(["release", str(tmp_path / "exam2"), "prenorm", "--no_checks"])  # its check runs glu, attention
+    code, out, _ = python("exercises.py", "check", "prenorm", cwd=tmp_path / "exam2")
+    assert "FAIL  prenorm: this copy has no checks: your teacher grades your cram.py\n" in out, out  # nothing more
 
 
 def test_an_exam_on_attention_empties_the_narrow_block_too_whose_code_shows_the_heads_split(tmp_path):
@@ -243,7 +246,7 @@ def test_in_a_student_copy_a_fail_names_the_exercise_it_runs_that_fails_its_own_
     path.write_text(REFERENCE.replace(right, "y = F.scaled_dot_product_attention(q, k, v, attn_mask=None,"),
                     encoding="utf-8")
     passed, message = exercises.verdict("narrow", str(path))
-    assert not passed and message.endswith("(exercise attention fails its own check too, and this check runs its "
+    assert not passed and message.endswith("(exercise attention fails its own check too, and this check runs that "
                                            "code: fix it first)"), message
     assert not exercises.verdict("attention", str(path))[0] and exercises.verdict("glu", str(path)) == (True, "")
 

@@ -282,7 +282,7 @@ def forward(self, x, attn_mask=None):
 def forward(self, x, attn_mask=None):
     x = x + self.drop(self.attn(self.norm1(x), attn_mask))
     return self.drop(x + self.ffn(self.norm2(x)))
-""", "x itself dropped too?"),
+""", "x itself is never dropped, only each sub-layer's output goes through self.drop"),
     ("sparse_head", "CrammedBERT.forward", """
 def forward(self, ids, positions, targets=None):
     logits = self.encode(ids, positions=positions) @ self.embed.tok.weight.T
@@ -652,6 +652,15 @@ def test_the_masking_stub_holds_no_line_of_the_answer(tmp_path, capsys):
         code = ast.get_source_segment(source, statement)
         assert text.count(code) == source.count(code) - 1, f"the answer's {code!r} is in the student's file"
     assert 'def mask_tokens(ids, mask_id, vocab_size, rate, generator):' in text
+
+
+def test_a_stub_drops_the_comment_after_its_def_which_may_tell_the_answer(tmp_path, capsys):
+    """A teacher's trial, 11-27: GLU's stub kept `def forward(self, x):  # self.up(x).chunk(2, dim=-1) as two ..."""
+    out = tmp_path / "my_cram.py"
+    exercises.main(["stub", "glu", "--out", str(out)])
+    assert "chunk(2, dim=-1)" in (ROOT / "cram.py").read_text(encoding="utf-8")
+    text = out.read_text(encoding="utf-8")
+    assert "chunk(2, dim=-1)" not in text and "    def forward(self, x):\n        raise NotImplementedError" in text
 
 
 def test_stub_never_replaces_a_file_unless_asked(tmp_path, capsys):
