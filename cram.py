@@ -366,9 +366,9 @@ def read_checkpoint(path, mmap=False):
         raise damaged(path, e) from None
 
 
-def damaged(path, e):  # a checkpoint cut short, not cram.py's, or with a field missing or wrong, in one line
+def damaged(path, e):  # a checkpoint cut short, not cram.py's, or a field missing or wrong: one line, e's 1st sentence
     return CramError(f"{path} is damaged or not a cram.py checkpoint ({type(e).__name__}: "
-                     f"{' '.join(str(e).split())[:150]}): check the path, or train afresh in another --out_dir")
+                     f"{' '.join(str(e).split('. ')[0].split())}): check the path, or train afresh in a new --out_dir")
 
 
 def load_model(ckpt_path, device="cpu"):

@@ -112,7 +112,8 @@ def side_by_side(runs):
                 " (the first's flags and seed: a rerun, or other code?)"
         if noise is None:
             return ""
-        return " (within the noise)" if abs(gap) <= noise else f" (beyond the spread of {n_seeds} seeds)"
+        few = "; few seeds see less of the noise than many: add seeds to be sure" * (n_seeds < 5)
+        return " (within the noise)" if abs(gap) <= noise else f" (beyond the spread of {n_seeds} seeds{few})"
     print(f"{'run':<24} {'steps':>7} {'tokens':>12} {'val loss':>9} {'under unigram':>14}  vs the first")
     for i, (name, step, tokens, last, under) in enumerate(rows):
         gap = None if i == 0 or under is None or rows[0][4] is None else under - rows[0][4]
@@ -127,6 +128,10 @@ def side_by_side(runs):
         print("these runs' validation losses do not compare: they mask at other rates or score other rows (mask_rate, "
               f"eval_seqs: {', '.join(map(str, sorted(validations, key=str)))}); to change training's masking, "
               "--mask_from and --mask_to keep evaluation's --mask_rate")
+    codes = [json.loads(k)["code"] if k else None for k in keys]
+    if other := [rows[i][0] for i in range(1, len(rows)) if codes[i] and codes[0] and codes[i] != codes[0]]:
+        print(f"{', '.join(other)}: other code than the first: where the change is in what evaluation runs too "
+              "(mask_tokens, the model), the validation loss measures something else")
     if len(rows) > 1 and noise is None:
         print("no two runs here differ only in --seed, so the noise is unknown: the tiny preset's spread over 5 seeds "
               "is in the README (tweak and rerun)")

@@ -88,7 +88,8 @@ def file_task(args):
             raise CramError(f"--text_columns takes one or two column names, a or a,b (got {args.text_columns!r})")
     elif not (text := next((list(c) for c in TEXT_COLUMNS if set(c) <= set(columns)), None)):
         raise CramError(f"{args.train_file} has none of the columns sentence1 + sentence2, sentence or text; its "
-                        f"columns are {columns}: name the text with --text_columns a[,b]")
+                        f"columns are {columns}: name the text with --text_columns a[,b] (or, if that first line "
+                        "is a row of data, add a header line that names the columns)")
     cols = (text[0], text[1] if len(text) == 2 else None, args.label_column)
     check_columns(args.train_file, columns, cols)
     given = [str(r[cols[2]]).strip() for _, r in rows if isinstance(r, dict) and r.get(cols[2]) not in (None, "")]

@@ -206,6 +206,9 @@ SLIPS = [
         "k = round(rate * T)", "k = 32"), "k = round(rate * T)"),
     ("lr_schedule", "lr_at", "def lr_at(t, peak):\n    return max(0.0, min(0.25 + t, 4.0 * (1.0 - t)))\n",
      "not the learning rate: multiply by peak"),
+    ("lr_schedule", "lr_at", "def lr_at(t, peak):\n    return torch.clamp(peak * torch.minimum(torch.tensor(0.25 + t), "
+     "torch.tensor(4.0 * (1.0 - t))), min=0.0)\n", "lr_at must return a Python number (a tensor or a NumPy float32: "
+     "float(...) it); it returned Tensor"),  # a learner's trial, 11-27: it passed, then training's JSON log failed
     ("lr_schedule", "lr_at", "def lr_at(t, peak):\n    return peak * min(0.25 + t, 4.0 * (1.0 - t))\n",
      "past the end: never below 0"),
     ("batch_ramp", "batch_size_at", """

@@ -100,8 +100,9 @@ def test_plot_tells_another_seed_from_a_rerun_and_from_a_run_of_edited_code(tmp_
     lines = capsys.readouterr().out.splitlines()
     assert lines[2].endswith("(another seed of the first: the noise itself)")
     assert lines[3].endswith("(a rerun of the first: the same flags, seed and code)")
-    assert lines[4].endswith("-0.100 (beyond the spread of 2 seeds)")  # other code: a tweak, judged by the noise
+    assert "-0.100 (beyond the spread of 2 seeds;" in lines[4]  # other code: a tweak, judged by the noise
     assert "seeds: base, base1 differ only in --seed" in lines[5]
+    assert lines[6].startswith("warm0: other code than the first: where the change is in what evaluation runs too")
     old = [with_log(tmp_path / "old", 1.10, seed=0), with_log(tmp_path / "old_again", 1.00, seed=0)]  # no code line
     plot.side_by_side([(r, *plot.read_metrics(r)) for r in old])
     assert capsys.readouterr().out.splitlines()[2].endswith("(the first's flags and seed: a rerun, or other code?)")
@@ -127,7 +128,8 @@ def test_plot_prints_runs_side_by_side_and_calls_a_difference_inside_the_seeds_s
     lines = capsys.readouterr().out.splitlines()
     assert lines[1].split()[:5] == ["seed0", "20", "81,920", "6.2000", "+1.900"]
     assert lines[2].endswith("+0.060 (another seed of the first: the noise itself)")
-    assert lines[3].endswith("+0.200 (beyond the spread of 2 seeds)")
+    assert lines[3].endswith("+0.200 (beyond the spread of 2 seeds; few seeds see less of the noise than many: add "
+                             "seeds to be sure)")
     assert lines[4].endswith("+0.040 (within the noise)")
     assert lines[5].startswith("seeds: seed0, seed1 differ only in --seed: mean +1.930, spread 0.060 nats under unigram"
                                " (few seeds see less of the noise than many")
