@@ -223,9 +223,8 @@ earlier exercises, so each exercise is graded on its own code alone.)
 {checking}- `python prepare.py --vocab_size 8192 --max_tokens_per_char 0.3`: the data, once (seconds), before training
 - `python cram.py --preset tiny`: trains once the exercises it runs are written; else it names one
 {"" if checks else chr(10) + "This copy has no checks: your teacher grades your cram.py." + chr(10)}
-Hand in your `cram.py` as your teacher asks (the grader takes a folder with one file a student, named after the
-student, or a folder a student holding its `cram.py`). In Colab, download it first: a Colab session's files are gone
-when it ends.
+Hand in your `cram.py` as your teacher asks (the grader takes one file per student, `alice.py`, or one folder per
+student, `alice/cram.py`). In Colab, download it first: a Colab session's files are gone when it ends.
 
 Left out of this copy, as they hold the answers: the reference `cram.py`, the tests (the README's test command
 has nothing to run here), the git history, the lab notebook (`docs/notes.md`, which some pages name), the teacher's

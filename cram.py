@@ -216,8 +216,8 @@ class GLUFeedForward(nn.Module):
         self.up = nn.Linear(cfg.n_embd, cfg.ffn_hidden, bias=False)
         self.down = nn.Linear(cfg.ffn_hidden // 2, cfg.n_embd, bias=False)
 
-    def forward(self, x):  # self.up(x).chunk(2, dim=-1) as two matmuls: on a GPU the backward then writes two
-        x, gate = [F.linear(x, w) for w in self.up.weight.chunk(2)]  # tensors, not halves of one (+7%, notes 11-26)
+    def forward(self, x):                                                          # x (B, T, C)
+        x, gate = [F.linear(x, w) for w in self.up.weight.chunk(2)]  # = up(x).chunk(2), 2 matmuls: +7% on a GPU (notes)
         return self.down(F.gelu(gate) * x)
 
 
@@ -368,7 +368,7 @@ def read_checkpoint(path, mmap=False):
 
 def damaged(path, e):  # a checkpoint cut short, not cram.py's, or a field missing or wrong: one line, e's 1st sentence
     return CramError(f"{path} is damaged or not a cram.py checkpoint ({type(e).__name__}: "
-                     f"{' '.join(str(e).split('. ')[0].split())}): check the path, or train afresh in a new --out_dir")
+                     f"{' '.join(str(e).split('. ')[0].split())[:150]}): check the path, or train in a new --out_dir")
 
 
 def load_model(ckpt_path, device="cpu"):
@@ -614,10 +614,10 @@ def train(cfg):
             batches = micro_batches(train_data, clock.data_pos, batch, t, cfg, ranks, meta, gen, device)
             accum = batch // (cfg.micro_batch * ranks.world)
             loss = ranks.mean(accumulate(train_model, batches, accum, amp, scaler, ranks))
-            clip_and_step(model, optimizer, scaler, cfg.grad_clip, ddp=ranks.world > 1 and not cfg.shard)
-            loss = loss.item()  # the host waits for the GPU here: the step's time below includes AdamW's
         except torch.cuda.OutOfMemoryError as e:  # torch.OutOfMemoryError from torch 2.5 on, the same class
             raise out_of_memory(e, cfg, save, ranks, ckpt_path, clock.step) from None
+        clip_and_step(model, optimizer, scaler, cfg.grad_clip, ddp=ranks.world > 1 and not cfg.shard)
+        loss = loss.item()  # the host waits for the GPU here: the step's time below includes AdamW's
         if not math.isfinite(loss):  # rank 0 says it, once; the other ranks leave quietly
             saved = ckpt_path if os.path.exists(ckpt_path) else "none yet"
             raise SystemExit(1) if not ranks.master else CramError(

@@ -496,7 +496,7 @@ def check_prenorm(cram):
         dropped, doubled = added.abs() < 1e-6, (added - 2 * out).abs() < 1e-4     # p = 0.5: 0 or out / (1 - p)
         expect(bool((dropped | doubled).all()) and 0.3 < dropped.float().mean() < 0.7,
                f"in training (dropout 0.5) each sub-layer's output goes through self.drop before it is added, "
-               f"x + self.drop(self.{sub}(...)); yours adds self.{sub}'s output without it")
+               f"x + self.drop(self.{sub}(...)); yours does not put self.{sub}'s output through it, once")
 
 
 def check_attention(cram):
@@ -672,9 +672,6 @@ def emptied(source, names, stub):
         while not has_doc and first - 1 > node.lineno and lines[first - 2].strip().startswith("#"):
             first -= 1  # the comments above the first statement go too
         line = f"{indent}{stub(where)}\n"
-        code, comment, _ = lines[node.lineno - 1].partition("  #")  # a comment after the def may tell the answer
-        if comment and code.rstrip().endswith(":"):
-            lines[node.lineno - 1] = code.rstrip() + "\n"
         if body[0].lineno == node.lineno and not has_doc:  # a one-line def: `def f(x): return x`
             head = lines[node.lineno - 1].encode()[:body[0].col_offset].decode()
             lines[node.lineno - 1:body[-1].end_lineno] = [head.rstrip() + "\n", line]
@@ -795,7 +792,8 @@ def listing():
     print(f"\n  Cramming: {CRAMMING}:\n  section 4.2 is its architecture, 4.3 its training recipe.")
     print("\n  read an assignment:\n      python exercises.py show NAME")
     if STUDENT_COPY:  # the student writes in the copy's own cram.py (CLASS.md)
-        print("  check it (PASS, or FAIL with what differs; NAME all: every one):\n      python exercises.py check NAME")
+        print("  check it (PASS, or FAIL with what differs; NAME all: every one):\n"
+              "      python exercises.py check NAME")
         return
     print("  write my_cram.py, cram.py with NAME left to write:\n      python exercises.py stub NAME")
     print("  check it (PASS, or FAIL with what differs; NAME all: every one):\n"

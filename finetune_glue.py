@@ -174,12 +174,15 @@ def finetune(models, ids, labels, args, seeds, device, desc, pace=None):
 
 
 def timed_steps(widths, warms, first=300, n=200):
-    """(start, end): the steps whose mean time is the pace, warmed up: from step `first`, or where a width is first
-    seen later and `warms` (its first steps record a graph or compile), 3 steps after that; None: the run is short."""
-    seen = {}
+    """(start, end): the steps whose mean time is the pace, warmed up: from step `first`, or, where `warms` (a new
+    width's first steps record a graph or compile), the first n steps after it that no new width enters; None: the run
+    is too short."""
+    seen, start = {}, first
     for step, width in enumerate(widths):
         seen.setdefault(width, step)
-    start = max(first, max(seen.values()) + 3) if warms else first
+    for step in sorted(seen.values()) if warms else ():  # the first window that no new width's warm-up falls in
+        if start - 3 <= step < start + n:
+            start = step + 3
     return (start, start + n) if start + n < len(widths) else None
 
 
@@ -301,7 +304,7 @@ def run(args):
     for name, ok, what in ((n, ok, what) for names, ok, what in RULES for n in names.split()):
         if (value := getattr(args, name)) is not None and not ok(value):  # a flag given (the recipes' values are good)
             raise CramError(f"--{name} must be {what} (got {value})")
-    device, (pretrained, cfg, meta) = pick_device(args.device), load_pretrained(args.ckpt, "cpu")  # a typo: first
+    device, (pretrained, cfg, meta) = pick_device(args.device), load_pretrained(args.ckpt, "cpu")  # a typo: 1st error
     tasks = pick_tasks(args)
     if args.save_model:  # before any work: a folder that is not a saved classifier is never overwritten
         check_save_dir(args.save_model, tasks)

@@ -324,17 +324,20 @@ def run_info(device):
             "code": code_hash(), "host": platform.node(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
 
 
-def code_hash():
-    """12 hex digits of the sha256 of the project's .py files this process runs (an edited copy of cram.py too):
-    plot.py tells a rerun from a run of changed code by it, git or not."""
-    folder = lambda f: os.path.normcase(os.path.dirname(os.path.abspath(f)))  # noqa: E731  (Windows: any case)
-    files = {os.path.abspath(f) for f in (getattr(m, "__file__", None) for m in list(sys.modules.values()))
-             if isinstance(f, str) and f.endswith(".py") and folder(f) == folder(__file__) and os.path.isfile(f)}
-    digest = hashlib.sha256()
-    for path in sorted(files):
+def code_hash(modules=("cram", "hardware", "prepare", "errors", "tokenizer", "hub")):
+    """12 hex digits of a sha256 of what training runs: the script run (an edited copy of cram.py too) and the
+    project's modules it loaded, their text with Windows' line ends as Unix's. plot.py tells a rerun from a run of
+    changed code by it, git or not; the same whatever else the process imported (a notebook imports more)."""
+    main = getattr(sys.modules.get("__main__"), "__file__", None)  # a notebook's kernel: none
+    here = os.path.normcase(os.path.dirname(os.path.realpath(__file__)))
+    files = [getattr(sys.modules.get(name), "__file__", None) for name in modules]
+    if isinstance(main, str) and os.path.normcase(os.path.dirname(os.path.realpath(main))) == here:
+        files.append(main)
+    digests = set()  # of each file's text: the order, the names and a file loaded twice do not count
+    for path in {os.path.realpath(f) for f in files if isinstance(f, str) and os.path.isfile(f)}:
         with open(path, "rb") as f:
-            digest.update(f.read())
-    return digest.hexdigest()[:12]
+            digests.add(hashlib.sha256(f.read().replace(b"\r\n", b"\n")).hexdigest())
+    return hashlib.sha256("".join(sorted(digests)).encode()).hexdigest()[:12]
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -353,10 +356,12 @@ class Ranks:
         if self.world == 1 or self.shard:
             return model
         ddp = torch.nn.parallel.DistributedDataParallel
-        fixed = "forward_sync_buffers" if "forward_sync_buffers" in inspect.signature(ddp).parameters else \
-            "broadcast_buffers"  # torch 2.13's name (the old one warns): pos_table, attn_bias are the same everywhere
+        # no buffer to sync at each forward (pos_table, attn_bias are the same everywhere): torch 2.13's name for it,
+        # forward_sync_buffers (it still syncs them once, at the start), else the older one, which 2.13 warns about
+        new = "forward_sync_buffers" in inspect.signature(ddp).parameters
+        no_sync = {"forward_sync_buffers": False} if new else {"broadcast_buffers": False}
         return ddp(model, device_ids=[device] if device.type == "cuda" else None, gradient_as_bucket_view=True,
-                   **{fixed: False})  # the gradients in DDP's buckets: no second copy (with cram.clip_and_step's ddp)
+                   **no_sync)  # the gradients in DDP's buckets: no second copy (with cram.clip_and_step's ddp)
 
     def no_sync_until(self, last, train_model):  # until the last micro-batch each rank sums its own gradients
         if self.shard:  # FSDP2's way: until then each rank holds whole gradients (4 bytes a parameter)

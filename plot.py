@@ -92,7 +92,8 @@ def side_by_side(runs):
                      last, under))
         config = run_config(run)
         same = {k: v for k, v in config.items() if k not in ("seed", "out_dir", "resume")}
-        same["code"], seeds_run = run_config(run, "run").get("code"), [*seeds_run, config.get("seed")]
+        same["code"] = run_config(run, "run").get("code")  # the .py files that ran (logs from 2026-11-27 on)
+        seeds_run.append(config.get("seed"))
         if config and under is not None:  # the rows it scored: eval_seqs, or all the validation set holds
             rows_scored = min(config.get("eval_seqs", 0), from_data_line(run, r"'val': (\d+)") or math.inf)
             validations.add((config.get("mask_rate"), rows_scored))

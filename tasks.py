@@ -455,9 +455,10 @@ def markdown(reports, trivial, titles, seeds, recipe, notes):
                           else "."))
     first = next(iter(reports.values()))["results"]
     small = [f"{titles[c]}: {first[c]['one_row']}." for c in cols if first[c]["one_row"]]  # a small dev set
-    for name, r in reports.items():  # rmse: lower is better
+    for name, r in reports.items():  # as printed, to one decimal; rmse: lower is better
         small += [f"{name}, {titles[c]}: {r['table'][c]:.1f}, below no model's {trivial[c]:.1f}: worse than one answer "
-                  "for every row." for c in cols if r["table"][c] < trivial[c] and first[c]["main"] != "rmse"]
+                  "for every row." for c in cols if first[c]["main"] != "rmse"
+                  and round(r["table"][c], 1) < round(trivial[c], 1)]
     return "\n".join(lines + [
         "", f"Dev sets, median of {count(seeds, 'fine-tuning seed')} per task, the {recipe} recipe; avg is the plain "
         f"mean {avg}", f"[low, high]: the {INTERVALS}; the seeds' own spread is not in it." + (

@@ -577,7 +577,10 @@ def test_the_pace_is_timed_once_every_width_has_been_seen_where_a_new_one_record
     assert fg.timed_steps(widths, warms=False) == (300, 500)  # eager: a new width costs nothing more
     assert fg.timed_steps(widths, warms=True) == (353, 553)  # graphs, compiling: 3 steps after 64's first
     assert fg.timed_steps([32] * 400 + [96] + [32] * 100, warms=True) is None  # no 200 warm steps: no pace here
-    assert fg.timed_steps([32] * 500, warms=False) is None
+    assert fg.timed_steps([32] * 500, warms=False) is None and fg.timed_steps([], warms=True) is None
+    late = [64] * 2000
+    late[1850] = 32  # a width first seen long after the window: the window stays where it was (a review, 11-27)
+    assert fg.timed_steps(late, warms=True) == (300, 500)
 
 
 def test_seeds_as_one_model_run_attention_in_plain_ops_that_vmap_batches_on_any_device():

@@ -142,7 +142,8 @@ def test_a_folder_that_is_not_a_model_and_a_path_that_is_nothing_are_one_line_er
     refused(tmp_path, "has no config.json: give a cram.py checkpoint (ckpt.pt) or the paper's released model folder")
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "ckpt.pt").write_bytes(b"")  # a cram.py run's folder (a learner's trial, 11-27)
-    refused(tmp_path / "run", f"{tmp_path / 'run'} is a cram.py run: pass its checkpoint, {tmp_path / 'run' / 'ckpt.pt'}")
+    run = tmp_path / "run"
+    refused(run, f"{run} is a cram.py run: pass its checkpoint, {run / 'ckpt.pt'}")
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "config.json").write_text("{not json", encoding="utf-8")
     refused(tmp_path / "bad", "'s config.json is not a crammedBERT config (JSONDecodeError")
