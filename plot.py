@@ -84,7 +84,7 @@ def side_by_side(runs):
     nats under unigram; a difference inside it is within the noise (too small to tell from another seed). A rerun of
     the same seed is not another seed, nor is a run of other code (the log's "code": its .py files' hash); runs
     whose validation differs (--mask_rate, --eval_seqs) are said not to compare."""
-    rows, groups, validations, keys, seeds_run = [], {}, set(), [], []
+    rows, groups, validations, keys, seeds_run, codes = [], {}, set(), [], [], []
     for run, steps, evals in runs:
         base, last = unigram_baseline(run), evals[-1]["val_loss"] if evals else None
         under = base - last if base is not None and last is not None else None
@@ -94,6 +94,7 @@ def side_by_side(runs):
         same = {k: v for k, v in config.items() if k not in ("seed", "out_dir", "resume")}
         same["code"] = run_config(run, "run").get("code")  # the .py files that ran (logs from 2026-11-27 on)
         seeds_run.append(config.get("seed"))
+        codes.append(same["code"])
         if config and under is not None:  # the rows it scored: eval_seqs, or all the validation set holds
             rows_scored = min(config.get("eval_seqs", 0), from_data_line(run, r"'val': (\d+)") or math.inf)
             validations.add((config.get("mask_rate"), rows_scored))
@@ -109,7 +110,7 @@ def side_by_side(runs):
         if keys[i] and keys[i] == keys[0] and seeds_run[i] != seeds_run[0]:
             return " (another seed of the first: the noise itself)"
         if keys[i] and keys[i] == keys[0]:  # a log without "code" (before 2026-11-27) cannot tell a change in the code
-            return " (a rerun of the first: the same flags, seed and code)" if json.loads(keys[i])["code"] else \
+            return " (a rerun of the first: the same flags, seed and code)" if codes[i] else \
                 " (the first's flags and seed: a rerun, or other code?)"
         if noise is None:
             return ""
@@ -129,8 +130,7 @@ def side_by_side(runs):
         print("these runs' validation losses do not compare: they mask at other rates or score other rows (mask_rate, "
               f"eval_seqs: {', '.join(map(str, sorted(validations, key=str)))}); to change training's masking, "
               "--mask_from and --mask_to keep evaluation's --mask_rate")
-    codes = [json.loads(k)["code"] if k else None for k in keys]
-    if other := [rows[i][0] for i in range(1, len(rows)) if codes[i] and codes[0] and codes[i] != codes[0]]:
+    if other := [rows[i][0] for i in range(1, len(rows)) if keys[i] and codes[i] and codes[0] and codes[i] != codes[0]]:
         print(f"{', '.join(other)}: other code than the first: where the change is in what evaluation runs too "
               "(mask_tokens, the model), the validation loss measures something else")
     if len(rows) > 1 and noise is None:
