@@ -319,10 +319,10 @@ def run(args):
     cfg.dropout = args.dropout  # the paper: no dropout in pretraining (cram.py), 0.1 in fine-tuning's encoder and head
     out_dir = Path(args.out or (args.ckpt if os.path.isdir(args.ckpt) else os.path.dirname(os.path.abspath(args.ckpt))
                                 if os.path.isfile(args.ckpt) else os.path.join("out", Path(args.ckpt).name)))
-    (out_dir / "predictions").mkdir(parents=True, exist_ok=True)
     info = run_info(device)
     print(f"settings: {json.dumps(vars(args))}\nrun: {json.dumps(info)}")
     data = {task.name: (task, *load_task(task, args)) for task in tasks}  # every file read: a bad one costs no training
+    (out_dir / "predictions").mkdir(parents=True, exist_ok=True)  # and leaves no folder
     print("\n".join(describe(task, train) for task, train, _ in data.values()))
     random_inits = [False, True] if args.vs_random else [args.random_init]  # True: the no-pretraining baseline
     paced, pace = plan_run(args, data, device, pretrained, random_inits)  # compiled? seeds in a step? the pace line

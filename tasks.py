@@ -82,17 +82,21 @@ def file_task(args):
     columns, rows = read_table(args.train_file)
     if not rows:
         raise no_rows(args.train_file, columns)
-    if args.text_columns:
-        text = [c.strip() for c in args.text_columns.split(",")]
+    named = lambda c: next((x for x in columns if x.lower() == c.lower()), c) if c not in columns else c  # noqa: E731
+    if args.text_columns:  # named: a header's Text or LABEL is the column text or label
+        text = [named(c.strip()) for c in args.text_columns.split(",")]
         if not 1 <= len(text) <= 2 or not all(text):
             raise CramError(f"--text_columns takes one or two column names, a or a,b (got {args.text_columns!r})")
-    elif not (text := next((list(c) for c in TEXT_COLUMNS if set(c) <= set(columns)), None)):
+    elif not (text := next((list(map(named, c)) for c in TEXT_COLUMNS if set(map(named, c)) <= set(columns)), None)):
         raise CramError(f"{args.train_file} has none of the columns sentence1 + sentence2, sentence or text; its "
                         f"columns are {columns}: name the text with --text_columns a[,b] (or, if that first line "
                         "is a row of data, add a header line that names the columns)")
-    cols = (text[0], text[1] if len(text) == 2 else None, args.label_column)
+    cols = (text[0], text[1] if len(text) == 2 else None, named(args.label_column))
     check_columns(args.train_file, columns, cols)
-    given = [str(r[cols[2]]).strip() for _, r in rows if isinstance(r, dict) and r.get(cols[2]) not in (None, "")]
+    if cols[2] in cols[:2]:
+        raise CramError(f"the label column {cols[2]!r} is also a text column: the model would read its answer")
+    given = [str(r[cols[2]]).strip() for _, r in rows if isinstance(r, dict) and r.get(cols[2]) not in (None, "")
+             and not isinstance(r[cols[2]], (dict, list))]  # a JSON list or object: its row is skipped (read_split)
     values = set(given)
     numbers = {v for v in values if NUMBER.fullmatch(v)}
     if 2 * sum(v in numbers for v in given) > len(given) and any(not INTEGER.fullmatch(v) for v in numbers):
@@ -129,6 +133,26 @@ def pick_tasks(args):
     return [glue_task(t, args.glue_dir) for t in GLUE if t in wanted]
 
 
+def not_text(raw):
+    """What a file that is not text is, by its first bytes (an Excel workbook renamed .csv, say); None: text."""
+    kinds = {b"PK\x03\x04": "a zip archive (an Excel workbook, .xlsx?)", b"\x1f\x8b": "gzip-compressed",
+             b"\xd0\xcf\x11\xe0": "an old Excel workbook (.xls)", b"%PDF": "a PDF"}
+    if what := next((w for magic, w in kinds.items() if raw.startswith(magic)), None):
+        return what
+    if raw[:200].count(0) > len(raw[:200]) // 4 and not raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return "UTF-16 text without its byte-order mark"  # every other byte 0: ASCII in UTF-16
+    return None
+
+
+def windows_or_utf8(line):
+    """(text, 1 if read as Windows-1252 else 0) of one line's bytes; bytes no Windows text has become U+FFFD (each
+    row holding one is skipped, and named)."""
+    for encoding, guessed in (("utf-8", 0), ("cp1252", 1)):
+        with contextlib.suppress(UnicodeDecodeError):
+            return line.decode(encoding), guessed
+    return line.decode("utf-8", errors="replace"), 1
+
+
 def excel_style(path):
     """(separator, byte-order mark?) of a .csv, to write one back as it came: ";" where its first line holds ";" and
     no "," (European Excel), a mark where it had one or is not UTF-8 (Excel's "CSV", Windows-1252)."""
@@ -154,25 +178,29 @@ def read_table(path, header=True, guess_encoding=True):
     that is neither is read as Windows-1252, Excel's "CSV" on Windows, and said so (guess_encoding; GLUE's own files:
     such rows are skipped)."""
     kind = Path(path).suffix.lower()
+    if os.path.isdir(path):
+        raise CramError(f"{path} is a folder: name a data file in it")
     if kind not in (".csv", ".tsv", ".json", ".jsonl"):
         raise CramError(f"{path}: a data file must be .csv, .tsv, .json or .jsonl (not {kind or 'no extension'})")
     if not os.path.isfile(path):
         raise CramError(f"missing {path}: check the path")
     with open(path, "rb") as f:
         raw = f.read()
+    if what := not_text(raw):
+        raise CramError(f"{path} is {what}, not a text file: save it as CSV UTF-8")
     try:  # UTF-16 with its mark: Excel's "Unicode Text", PowerShell 5.1's `>`
         text = raw.decode("utf-16") if raw.startswith((b"\xff\xfe", b"\xfe\xff")) else raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:  # -sig: a UTF-8 byte-order mark (MRPC's, Excel's "CSV UTF-8")
-        try:
-            if not guess_encoding:
-                raise e
-            text = raw.removeprefix(b"\xef\xbb\xbf").decode("cp1252")  # a UTF-8 mark before Windows bytes: dropped
+        if not guess_encoding:  # GLUE's own files: a row holding such bytes is skipped, and named
+            text = raw.decode("utf-8-sig", errors="replace")
+        else:  # line by line: lines pasted in from another tool keep their UTF-8, the rest read as Windows-1252
+            lines = [windows_or_utf8(line) for line in raw.removeprefix(b"\xef\xbb\xbf").split(b"\n")]
+            text = "\n".join(line for line, _ in lines)
             if path not in NOTED:  # once a file: finetune_glue.py reads a training file twice (columns, then rows)
                 NOTED.add(path)
-                print(f"note: {path} is not UTF-8 (byte {raw[e.start]:#x} at {e.start}): read as Windows-1252, what "
-                      "Excel's \"CSV\" saves on Windows (\"CSV UTF-8\" avoids the guess)", file=sys.stderr)
-        except UnicodeDecodeError:  # bytes no Windows text has: each row holding one is skipped, and named
-            text = raw.decode("utf-8-sig", errors="replace")
+                print(f"note: {path}: {count(sum(w for _, w in lines), 'line')} of {len(lines)} not UTF-8 (the first:"
+                      f" byte {raw[e.start]:#x} at {e.start}): read as Windows-1252, what Excel's \"CSV\" saves on "
+                      "Windows (\"CSV UTF-8\" avoids the guess)", file=sys.stderr)
     if kind in (".json", ".jsonl"):
         try:  # a list of objects, or an object holding one ({"data": [...]}: the datasets library's field=)
             whole = json.loads(text)
@@ -180,6 +208,12 @@ def read_table(path, header=True, guess_encoding=True):
             whole = None  # JSON Lines: a second object after the first
         if isinstance(whole, dict) and len(lists := [v for v in whole.values() if isinstance(v, list)]) == 1:
             whole = lists[0]
+        elif isinstance(whole, dict) and len(whole) > 1 and all(isinstance(v, (dict, list)) for v in whole.values()):
+            raise CramError(f"{path} holds a dict of columns (pandas' to_json() writes that): save a list of rows, "
+                            "to_json(path, orient='records')")
+        elif isinstance(whole, dict) and kind == ".json":
+            raise CramError(f"{path} holds one JSON object: a list of objects, one a row (.json), or one object a "
+                            "line (.jsonl)")
         records = list(enumerate(whole, 1)) if isinstance(whole, list) else []
         for n, line in [] if records else [(n, x) for n, x in enumerate(text.split("\n"), 1) if x.strip()]:
             try:
@@ -189,20 +223,32 @@ def read_table(path, header=True, guess_encoding=True):
                                 "(.jsonl), or a list of objects (.json)") from None
         columns = list(dict.fromkeys(k for _, r in records if isinstance(r, dict) for k in r))
         return columns, [(n, r if isinstance(r, dict) else "not a JSON object") for n, r in records]
+    last = {}  # a CSV row's first line -> its last, where a quoted field holds line ends
     if kind == ".tsv":  # tabs only: a quote is text
         records = [(n, line.rstrip("\r").split("\t")) for n, line in enumerate(text.split("\n"), 1) if line.strip()]
     else:
         try:
             lines = csv.reader(io.StringIO(text, newline=""),  # "": a quoted field keeps its line ends
                                delimiter=csv_separator(text.split("\n", 1)[0]))
-            records = [(lines.line_num, fields) for fields in lines if any(f.strip() for f in fields)]
+            records, end = [], 0
+            for fields in lines:  # a row's first line (a quoted field may hold line ends), its fields
+                start, end = end + 1, lines.line_num
+                if any(f.strip() for f in fields):
+                    records.append((start, fields))
+                    last[start] = end
         except csv.Error as e:  # a NUL byte, a stray carriage return: not a text file
             raise CramError(f"{path} line {lines.line_num} is not CSV ({e}): save it as CSV UTF-8") from None
     columns = ([c.strip() for c in records.pop(0)[1]] if header else list(range(len(records[0][1])))) if records else []
     if kind == ".csv" and len(columns) == 1 and "\t" in columns[0]:
         raise CramError(f"{path}: its header holds tabs, not commas: a tab-separated file must be named .tsv")
+    if kind == ".tsv" and len(columns) == 1 and "," in str(columns[0]):
+        raise CramError(f"{path}: its header holds commas, not tabs: a comma-separated file must be named .csv")
+    if twice := next((c for c in columns if c != "" and columns.count(c) > 1), None):
+        raise CramError(f"{path}: its header names the column {twice!r} twice: rename one of them")
     return columns, [(n, dict(zip(columns, fields)) if len(fields) == len(columns) else
-                      f"{len(fields)} fields, expected {len(columns)}") for n, fields in records]
+                      f"{count(len(fields), 'field')}, expected {len(columns)}" + (f"; a quote opened here runs to "
+                      f"line {last[n]}: read as one row" if last.get(n, n) > n + 1 else ""))
+                     for n, fields in records]
 
 
 def no_rows(path, columns):
@@ -232,6 +278,8 @@ def read_split(task, path, limit=0, labelled=True):
         try:
             if isinstance(row, str):
                 raise ValueError(row)
+            if nested := next((c for c in wanted if isinstance(row.get(c), (dict, list))), None):
+                raise ValueError(f"{nested!r} holds a JSON {type(row[nested]).__name__}, not text or a number")
             values = [("" if row.get(c) is None else str(row[c])) for c in wanted]
             if "\ufffd" in "".join(values):  # what errors="replace" made of bytes that are not UTF-8
                 raise ValueError("not UTF-8 text (from Excel: save as CSV UTF-8)")
@@ -294,7 +342,12 @@ def load_task(task, args):
     if task.labels and not task.hub and (absent := set(range(len(task.labels))) - set(train.labels.tolist())):
         raise CramError(f"{task.train}: no usable training row is labelled {task.labels[min(absent)]!r} in the first "
                         f"{len(train.a)} (--max_train {args.max_train}; 0: all): shuffle the file, or raise it")
-    return train, {s: read_split(task, f) for s, (_, f) in task.evals.items()}
+    devs, seen = {s: read_split(task, f) for s, (_, f) in task.evals.items()}, set(zip(train.a, train.b or train.a))
+    for s, dev in devs.items() if not task.hub else ():  # a user's file: is it the training file again?
+        if same := sum(pair in seen for pair in zip(dev.a, dev.b or dev.a)):
+            print(f"note: {same} of {task.evals[s][1]}'s {len(dev.a)} rows are training rows too: on those the score "
+                  "measures memory, not how the model does on new text", file=sys.stderr)
+    return train, devs
 
 
 def describe(task, train):
@@ -304,8 +357,15 @@ def describe(task, train):
     counts = "" if task.labels is None else ", labels " + ", ".join(
         f"{name!r} {n}" for name, n in zip(task.labels, np.bincount(train.labels, minlength=len(task.labels))))
     few = f" (few: with under {FEW} a classifier has little to learn from)" * (len(train.a) < FEW)
+    odd = [v for v in task.labels or () if v.lower() in ("nan", "na", "n/a", "null", "none", "-")]
+    commas = [v for v in task.labels or () if re.fullmatch(r"[-+]?\d+(,\d+)+(\.\d+)?", v)]
+    cased = [v for v in task.labels or () if [w.lower() for w in task.labels].count(v.lower()) > 1]
+    notes = [f"{odd} look like empty values, and are a class each" * bool(odd),
+             f"{commas[:3]} are read as words: numbers with a comma? a regression needs 4.5, not 4,5" * bool(commas),
+             f"{cased[:4]} differ only in case: each is a class" * bool(cased)]
     return (f"task {task.name}: {kind}, text {[c for c in task.columns[:2] if c is not None]}, label "
-            f"{task.columns[2]!r}, {len(train.a)} train rows{few}{counts}")
+            f"{task.columns[2]!r}, {len(train.a)} train rows{few}{counts}" + "".join(
+                f"\nnote: the labels {n}" for n in notes if n and not task.hub))
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -482,6 +542,8 @@ def own_name(out_dir, tasks, t_start):
 def forget(out_dir, name):
     """Removes what a run that kept nothing wrote of its own (its folder, a half-written table): no trace of it."""
     shutil.rmtree(Path(out_dir) / "predictions" / name, ignore_errors=True)
+    with contextlib.suppress(OSError):  # predictions/ too, where it holds nothing else
+        (Path(out_dir) / "predictions").rmdir()
     for file in (f"{name}.md", f"{name}.json"):
         (Path(out_dir) / file).unlink(missing_ok=True)
 

@@ -319,7 +319,7 @@ def test_kill_or_timeout_stops_a_run_as_ctrl_c_does_leaving_no_trace_of_an_unfin
     err = run.communicate(timeout=30)[1]
     assert run.returncode == 130 and err.strip().endswith("finetune_glue.py: error: interrupted: the earlier glue.md, "
                                                         "glue.json and predictions/ stay"), err
-    assert [p.relative_to(out).as_posix() for p in out.rglob("*")] == ["predictions"]  # nothing of the run
+    assert [p.relative_to(out).as_posix() for p in out.rglob("*")] == []  # nothing of the run, its empty folder too
 
 
 # ---------------------------------------------------------------------------------------------- parsing
@@ -511,6 +511,8 @@ def test_compile_fine_tunes_as_the_plain_model_does_with_one_graph_for_all_seeds
             losses[compiled, seed] = fg.finetune([model], seqs, labels, args, [seed], torch.device("cpu"), "")[0]
             graphs.append(counters["stats"]["unique_graphs"])
     assert [losses[True, s] for s in range(5)] == pytest.approx([losses[False, s] for s in range(5)], rel=1e-4)
+    if torch.__version__ < (2, 11):  # torch 2.4 compiled a graph for each seed's model (compiled where it pays: 2.11+)
+        return
     assert 1 <= graphs[-5] <= 2 and graphs[-4] == graphs[-5]  # a graph, maybe one more for widths (dynamic)
     assert graphs[-3] <= graphs[-4] + 2 and graphs[-1] == graphs[-2] == graphs[-3]  # the 3-class head's, once
 
@@ -531,6 +533,8 @@ def test_seeds_as_one_model_draw_their_own_dropout():
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(torch.__version__ < (2, 11), reason="compiled fine-tuning pays from torch 2.11 (compile_pays); "
+                    "torch 2.4 compiled a graph for each seed's model")
 def test_seeds_compiled_as_one_model_stay_compiled_through_the_protocol_s_head_shapes_and_widths(monkeypatch):
     """--compile --seeds_together: under vmap each (head shape, padded width) is a graph of its own, 3 heads x 3
     widths here (GLUE: 3 x 4). Past torch's default of 8 recompiles a function, torch would run the rest uncompiled,

@@ -45,7 +45,7 @@ def write(path, items, columns=None):
         text = json.dumps(items)
     else:
         text = "".join(json.dumps(r) + "\n" for r in items)
-    path.write_text(text, encoding="utf-8", newline="")
+    path.write_bytes(text.encode("utf-8"))  # the line ends as written (write_text's newline= needs Python 3.10)
     return str(path)
 
 
@@ -314,13 +314,14 @@ def test_bad_own_task_inputs_are_one_line_errors_and_write_nothing(ckpt, tmp_pat
         "holds something that is not a saved classifier": ["--train_file", good, "--validation_file", good,
                                                           "--save_model", tmp_path / "foreign"],
         "--train_file needs --validation_file": ["--train_file", good],
+        "foreign is a folder: name a data file in it": ["--train_file", good, "--validation_file", tmp_path / "foreign"],
     }
     for needle, args in cases.items():
         line = one_line(base + args)
         assert line.startswith("finetune_glue.py: error:") and needle in line, (needle, line)
         assert "regression?" not in line or "0.25" in line  # the hint only where a label looks like a regression's
     assert (tmp_path / "foreign" / "notes.txt").read_text(encoding="utf-8") == "my thesis"
-    assert not (tmp_path / "out" / "glue.json").exists()
+    assert not (tmp_path / "out").exists()  # not even an empty folder: every file is read before it is made
 
 
 def test_empty_texts_are_skipped_and_named_in_one_warning(tmp_path, capsys):
@@ -522,3 +523,96 @@ def test_a_classifier_json_edited_by_hand_is_one_line(edit, needle, kept, tmp_pa
     text = json.dumps(info)[:-2] if edit is None else (edit(info), json.dumps(info))[1]
     (folder / "classifier.json").write_text(text, encoding="utf-8")
     assert needle in one_line([folder, "the cat [SEP] a dog"], "classify.py")
+
+
+# ---------------------------------------------------------------------------------------------- files people hand in
+
+def test_a_file_that_is_not_text_or_is_a_folder_is_named_as_such(tmp_path):
+    cases = {"book.csv": (b"PK\x03\x04" + bytes(200), "is a zip archive (an Excel workbook, .xlsx?), not a text file"),
+             "data.csv": (b"\x1f\x8b\x08" + bytes(100), "is gzip-compressed, not a text file"),
+             "nomark.csv": ("text,label\r\nthe cat,pets\r\n".encode("utf-16-le"), "is UTF-16 text without its "
+                            "byte-order mark, not a text file: save it as CSV UTF-8")}
+    for name, (raw, needle) in cases.items():
+        (tmp_path / name).write_bytes(raw)
+        with pytest.raises(tasks.CramError, match=re.escape(needle)):
+            tasks.read_table(str(tmp_path / name))
+    (tmp_path / "folder.csv").mkdir()
+    with pytest.raises(tasks.CramError, match=r"folder.csv is a folder: name a data file in it"):
+        tasks.read_table(str(tmp_path / "folder.csv"))
+    (tmp_path / "nul.csv").write_bytes(b"text,label\nthe \x00cat sat on the mat today,pets\nthe dog,pets\n")
+    assert len(tasks.read_table(str(tmp_path / "nul.csv"))[1]) == 2  # one NUL in a text: still text
+
+
+def test_a_header_that_names_a_column_twice_or_a_comma_file_named_tsv_is_one_line(tmp_path):
+    (tmp_path / "dup.csv").write_text("text,label,text\nthe cat,pets,note 1\n", encoding="utf-8")
+    with pytest.raises(tasks.CramError, match=r"dup.csv: its header names the column 'text' twice: rename one"):
+        tasks.read_table(str(tmp_path / "dup.csv"))
+    (tmp_path / "trailing.csv").write_text("text,label,,\nthe cat,pets,,\n", encoding="utf-8")  # Excel's empties
+    assert tasks.read_table(str(tmp_path / "trailing.csv"))[1][0][1]["label"] == "pets"
+    (tmp_path / "commas.tsv").write_text("text,label\nthe cat,pets\n", encoding="utf-8")
+    with pytest.raises(tasks.CramError, match=r"holds commas, not tabs: a comma-separated file must be named .csv"):
+        tasks.read_table(str(tmp_path / "commas.tsv"))
+
+
+def test_a_stray_quote_says_how_many_lines_it_swallowed(tmp_path, capsys):
+    lines = ["sentence,label"] + [f"sentence {i},{TOPICS[i % 3]}" for i in range(30)]
+    lines[4] = '"a quote that never closes,sport'
+    (tmp_path / "stray.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    split = tasks.read_split(task_of(write(tmp_path / "good.csv", rows(9))), str(tmp_path / "stray.csv"))
+    assert len(split.a) == 3  # lines 2-4: the rest is one field
+    assert "skipped 1 malformed row (line 5: 1 field, expected 2; a quote opened here runs to line 31: read as one row" in \
+        capsys.readouterr().err
+
+
+def test_json_of_columns_one_object_or_nested_values_is_named_not_trained_on(tmp_path, capsys):
+    items = rows(6)
+    (tmp_path / "pandas.json").write_text(json.dumps({c: {str(i): r[c] for i, r in enumerate(items)}
+                                                      for c in ("sentence", "label")}), encoding="utf-8")
+    with pytest.raises(tasks.CramError, match=r"holds a dict of columns \(pandas' to_json\(\) writes that\): save a "
+                                              r"list of rows, to_json\(path, orient='records'\)"):
+        tasks.read_table(str(tmp_path / "pandas.json"))
+    (tmp_path / "one.json").write_text(json.dumps(items[0]), encoding="utf-8")
+    with pytest.raises(tasks.CramError, match=r"one.json holds one JSON object: a list of objects"):
+        tasks.read_table(str(tmp_path / "one.json"))
+    items[2]["sentence"], items[4]["label"] = {"title": "the cat", "lang": "en"}, ["sport"]
+    (tmp_path / "nested.json").write_text(json.dumps(items), encoding="utf-8")
+    task = task_of(str(tmp_path / "nested.json"))
+    assert task.labels == ("Sci/Tech", "sport", "world")  # not "['sport']"
+    assert len(tasks.read_split(task, str(tmp_path / "nested.json")).a) == 4
+    assert "'sentence' holds a JSON dict, not text or a number; line 5: 'label' holds a JSON list" in \
+        capsys.readouterr().err
+
+
+def test_a_file_mostly_utf_8_keeps_its_utf_8_lines_and_says_how_many_were_not(tmp_path, capsys):
+    raw = "text,label\nCafé crème,food\n".encode("utf-8") + "Naïve defending,sport\n".encode("cp1252")
+    (tmp_path / "mixed.csv").write_bytes(raw)
+    assert [r["text"] for _, r in tasks.read_table(str(tmp_path / "mixed.csv"))[1]] == ["Café crème", "Naïve defending"]
+    assert "mixed.csv: 1 line of 4 not UTF-8" in capsys.readouterr().err
+
+
+def test_headers_in_another_case_are_the_columns_the_label_may_not_be_a_text(tmp_path):
+    path = write(tmp_path / "t.csv", [{"Text": r["sentence"], "LABEL": r["label"]} for r in rows(6)])
+    assert task_of(path).columns == ("Text", None, "LABEL")
+    with pytest.raises(tasks.CramError, match=r"the label column 'LABEL' is also a text column: the model would read"):
+        task_of(path, text_columns="label")
+
+
+@pytest.mark.parametrize("labels, needle", [
+    (["4,5", "2,0", "3,25"], "the labels ['2,0', '3,25', '4,5'] are read as words: numbers with a comma?"),
+    (["sport", "world", "NaN"], "the labels ['NaN'] look like empty values, and are a class each"),
+    (["sport", "Sport", "world"], "the labels ['Sport', 'sport'] differ only in case: each is a class")])
+def test_labels_that_look_like_a_mistake_are_noted_under_the_task_line(labels, needle, tmp_path):
+    path = write(tmp_path / "t.csv", rows(9, label=lambda i: labels[i % 3]))
+    task = task_of(path)
+    assert needle in tasks.describe(task, tasks.read_split(task, path))
+    assert "note" not in tasks.describe(task_of(write(tmp_path / "g.csv", rows(9))), tasks.read_split(task, path))
+
+
+def test_validation_rows_that_are_training_rows_are_counted(tmp_path, capsys):
+    train, other = write(tmp_path / "train.csv", rows(12)), write(tmp_path / "dev.csv", rows(6, seed=1))
+    args = fg.parse_args(["ckpt.pt", "--train_file", train, "--validation_file", train])
+    tasks.load_task(tasks.file_task(args), args)
+    assert "note: 12 of " in capsys.readouterr().err  # the same file twice
+    args = fg.parse_args(["ckpt.pt", "--train_file", train, "--validation_file", other])
+    tasks.load_task(tasks.file_task(args), args)
+    assert "training rows too" not in capsys.readouterr().err
