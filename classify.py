@@ -19,6 +19,7 @@ import json
 import os
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +29,7 @@ from classifier import decide, encode, load_classifier, predict  # the fine-tune
 from cram import CramError, pick_device
 from hardware import safe_console
 from tasks import INTERVAL_WORDS, NUMBER, Split, Task, compute_metrics, excel_style, intervals, one_row, read_split
-from tasks import read_table
+from tasks import match, read_table
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -71,6 +72,8 @@ def classify(model, tok, info, split, run, device):
 def output_of(path, output, overwrite):
     """Where the labelled rows of path go (--output, else path's name + .predicted), checked before any work: a file
     that exists already is replaced only with --overwrite (it may be a user's notes), the input file never."""
+    if os.path.isdir(path):
+        raise CramError(f"{path} is a folder: name a data file in it")
     output = output or str(Path(path).with_suffix(".predicted" + Path(path).suffix))
     if Path(output).suffix.lower() not in (".csv", ".tsv", ".json", ".jsonl"):
         raise CramError(f"--output {output} must end in .csv, .tsv, .json or .jsonl")
@@ -85,6 +88,7 @@ def label_file(path, output, task, info, labeller):
     """Every row of the file written back with prediction and probability added (empty where a text is empty), in
     the output's format (output_of checked the name); the metric where the file has the label column."""
     columns, rows = read_table(path)
+    task = replace(task, columns=tuple(match(columns, c) for c in task.columns))  # the file's names: Text for text
     split = read_split(task, path, labelled=False)  # the rows fine-tuning would have read: a warning names the rest
     shown, probs, preds = labeller(split)
     done = {n: i for i, (n, _) in enumerate(split.rows)}
@@ -119,8 +123,8 @@ def score(task, info, rows, preds, path):
         try:
             labels.append(ids[truth[i]] if task.labels else float(truth[i]))
         except (KeyError, ValueError):
-            print(f"no metric: the label {truth[i]!r} in {path} (column {task.columns[2]!r}) is not one the classifier "
-                  f"knows: {list(task.labels) if task.labels else 'a number'}")
+            print(f"no metric: the label {truth[i][:40]!r} in {path} (column {task.columns[2]!r}) is not one the "
+                  f"classifier knows: {list(task.labels) if task.labels else 'a number'}")
             return
     labels = np.array(labels)
 

@@ -82,8 +82,8 @@ def file_task(args):
     columns, rows = read_table(args.train_file)
     if not rows:
         raise no_rows(args.train_file, columns)
-    named = lambda c: next((x for x in columns if x.lower() == c.lower()), c) if c not in columns else c  # noqa: E731
-    if args.text_columns:  # named: a header's Text or LABEL is the column text or label
+    named = lambda c: match(columns, c)  # noqa: E731  (a header's Text or LABEL is the column text or label)
+    if args.text_columns:
         text = [named(c.strip()) for c in args.text_columns.split(",")]
         if not 1 <= len(text) <= 2 or not all(text):
             raise CramError(f"--text_columns takes one or two column names, a or a,b (got {args.text_columns!r})")
@@ -93,10 +93,11 @@ def file_task(args):
                         "is a row of data, add a header line that names the columns)")
     cols = (text[0], text[1] if len(text) == 2 else None, named(args.label_column))
     check_columns(args.train_file, columns, cols)
-    if cols[2] in cols[:2]:
-        raise CramError(f"the label column {cols[2]!r} is also a text column: the model would read its answer")
     given = [str(r[cols[2]]).strip() for _, r in rows if isinstance(r, dict) and r.get(cols[2]) not in (None, "")
-             and not isinstance(r[cols[2]], (dict, list))]  # a JSON list or object: its row is skipped (read_split)
+             and not isinstance(r[cols[2]], (dict, list)) and "\n" not in str(r[cols[2]])]  # read_split skips those
+    if not given:
+        raise CramError(f"{args.train_file}: no row has a label in its column {cols[2]!r} (empty, or a JSON list or "
+                        "object)")
     values = set(given)
     numbers = {v for v in values if NUMBER.fullmatch(v)}
     if 2 * sum(v in numbers for v in given) > len(given) and any(not INTEGER.fullmatch(v) for v in numbers):
@@ -135,12 +136,12 @@ def pick_tasks(args):
 
 def not_text(raw):
     """What a file that is not text is, by its first bytes (an Excel workbook renamed .csv, say); None: text."""
-    kinds = {b"PK\x03\x04": "a zip archive (an Excel workbook, .xlsx?)", b"\x1f\x8b": "gzip-compressed",
-             b"\xd0\xcf\x11\xe0": "an old Excel workbook (.xls)", b"%PDF": "a PDF"}
+    kinds = {b"PK\x03\x04": "a zip archive, not text (an Excel workbook, .xlsx?)", b"%PDF": "a PDF, not text",
+             b"\x1f\x8b": "gzip-compressed, not text", b"\xd0\xcf\x11\xe0": "an old Excel workbook (.xls), not text"}
     if what := next((w for magic, w in kinds.items() if raw.startswith(magic)), None):
         return what
     if raw[:200].count(0) > len(raw[:200]) // 4 and not raw.startswith((b"\xff\xfe", b"\xfe\xff")):
-        return "UTF-16 text without its byte-order mark"  # every other byte 0: ASCII in UTF-16
+        return "UTF-16 without its byte-order mark"  # every other byte 0: ASCII in UTF-16
     return None
 
 
@@ -187,27 +188,31 @@ def read_table(path, header=True, guess_encoding=True):
     with open(path, "rb") as f:
         raw = f.read()
     if what := not_text(raw):
-        raise CramError(f"{path} is {what}, not a text file: save it as CSV UTF-8")
+        raise CramError(f"{path} is {what}: save it as text in UTF-8 (Excel: \"CSV UTF-8\")")
     try:  # UTF-16 with its mark: Excel's "Unicode Text", PowerShell 5.1's `>`
         text = raw.decode("utf-16") if raw.startswith((b"\xff\xfe", b"\xfe\xff")) else raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:  # -sig: a UTF-8 byte-order mark (MRPC's, Excel's "CSV UTF-8")
+    except UnicodeDecodeError:  # -sig: a UTF-8 byte-order mark (MRPC's, Excel's "CSV UTF-8")
         if not guess_encoding:  # GLUE's own files: a row holding such bytes is skipped, and named
             text = raw.decode("utf-8-sig", errors="replace")
         else:  # line by line: lines pasted in from another tool keep their UTF-8, the rest read as Windows-1252
-            lines = [windows_or_utf8(line) for line in raw.removeprefix(b"\xef\xbb\xbf").split(b"\n")]
-            text = "\n".join(line for line, _ in lines)
+            lines = [windows_or_utf8(x) for x in raw.removeprefix(b"\xef\xbb\xbf").splitlines(keepends=True)]
+            text, guessed = "".join(x for x, _ in lines), [n for n, (_, w) in enumerate(lines, 1) if w]
             if path not in NOTED:  # once a file: finetune_glue.py reads a training file twice (columns, then rows)
                 NOTED.add(path)
-                print(f"note: {path}: {count(sum(w for _, w in lines), 'line')} of {len(lines)} not UTF-8 (the first:"
-                      f" byte {raw[e.start]:#x} at {e.start}): read as Windows-1252, what Excel's \"CSV\" saves on "
-                      "Windows (\"CSV UTF-8\" avoids the guess)", file=sys.stderr)
+                print(f"note: {path}: {count(len(guessed), 'line')} of {len(lines)} not UTF-8 (the first: line "
+                      f"{guessed[0]}): read as Windows-1252, what Excel's \"CSV\" saves on Windows (\"CSV UTF-8\" "
+                      "avoids the guess)", file=sys.stderr)
     if kind in (".json", ".jsonl"):
         try:  # a list of objects, or an object holding one ({"data": [...]}: the datasets library's field=)
             whole = json.loads(text)
         except ValueError:
             whole = None  # JSON Lines: a second object after the first
-        if isinstance(whole, dict) and len(lists := [v for v in whole.values() if isinstance(v, list)]) == 1:
-            whole = lists[0]
+        tables = [k for k, v in whole.items() if isinstance(v, list) and v and all(isinstance(x, dict) for x in v)] \
+            if isinstance(whole, dict) else []  # {"data": [rows]}, {"train": [rows], "validation": [rows]}
+        if len(tables) == 1:
+            whole = whole[tables[0]]
+        elif tables:
+            raise CramError(f"{path} holds {len(tables)} lists of rows ({', '.join(tables)}): one file a list")
         elif isinstance(whole, dict) and len(whole) > 1 and all(isinstance(v, (dict, list)) for v in whole.values()):
             raise CramError(f"{path} holds a dict of columns (pandas' to_json() writes that): save a list of rows, "
                             "to_json(path, orient='records')")
@@ -241,13 +246,11 @@ def read_table(path, header=True, guess_encoding=True):
     columns = ([c.strip() for c in records.pop(0)[1]] if header else list(range(len(records[0][1])))) if records else []
     if kind == ".csv" and len(columns) == 1 and "\t" in columns[0]:
         raise CramError(f"{path}: its header holds tabs, not commas: a tab-separated file must be named .tsv")
-    if kind == ".tsv" and len(columns) == 1 and "," in str(columns[0]):
+    if kind == ".tsv" and len(columns) == 1 and re.fullmatch(r"[\w.#-]+(,[\w.#-]+)+", str(columns[0])):
         raise CramError(f"{path}: its header holds commas, not tabs: a comma-separated file must be named .csv")
-    if twice := next((c for c in columns if c != "" and columns.count(c) > 1), None):
-        raise CramError(f"{path}: its header names the column {twice!r} twice: rename one of them")
     return columns, [(n, dict(zip(columns, fields)) if len(fields) == len(columns) else
                       f"{count(len(fields), 'field')}, expected {len(columns)}" + (f"; a quote opened here runs to "
-                      f"line {last[n]}: read as one row" if last.get(n, n) > n + 1 else ""))
+                      f"line {last[n]}: read as one row" if last.get(n, n) > n else ""))
                      for n, fields in records]
 
 
@@ -256,7 +259,17 @@ def no_rows(path, columns):
     return CramError(f"{path} {what}: it needs a header line and rows")
 
 
+def match(columns, name):
+    """A file's own name for a task's column: the name, else the one that differs from it only in case (Text)."""
+    if name is None or name in columns or not isinstance(name, str):
+        return name
+    return next((c for c in columns if isinstance(c, str) and c.lower() == name.lower()), name)
+
+
 def check_columns(path, columns, wanted):
+    if twice := next((c for c in wanted if columns.count(c) > 1), None):
+        raise CramError(f"{path}: its header names the column {twice!r} twice: rename one of them (or, if that first "
+                        "line is a row of data, add a header line)")
     if missing := [c for c in wanted if c is not None and c not in columns]:
         raise CramError(f"{path} has no column {missing[0]!r}; its columns are {str(columns)[:200]}: another task's "
                         "file? Name the columns with --text_columns a[,b] and --label_column")
@@ -270,8 +283,10 @@ def read_split(task, path, limit=0, labelled=True):
     columns, rows = read_table(path, header=not isinstance(task.columns[0], int), guess_encoding=not task.hub)
     if not rows:
         raise no_rows(path, columns)
-    wanted = [c for c in task.columns[:3 if labelled else 2] if c is not None]
+    wanted = [match(columns, c) for c in task.columns[:3 if labelled else 2] if c is not None]
     check_columns(path, columns, wanted)
+    if match(columns, task.columns[2]) in [match(columns, c) for c in task.columns[:2]]:
+        raise CramError(f"the label column {task.columns[2]!r} is also a text column: the model would read its answer")
     ids = {name: i for i, name in enumerate(task.labels or ())}
     a, b, y, kept, bad = [], [], [], [], []
     for n, row in rows:
@@ -285,11 +300,14 @@ def read_split(task, path, limit=0, labelled=True):
                 raise ValueError("not UTF-8 text (from Excel: save as CSV UTF-8)")
             if empty := next((c for c, v in zip(wanted, values) if not v.strip()), None):
                 raise ValueError(f"{empty!r} is empty")
+            if labelled and "\n" in values[-1]:  # a quote opened in the label runs on over the rows after it
+                raise ValueError(f"the label {values[-1].split(chr(10))[0][:30]!r}... runs on over "
+                                 f"{values[-1].rstrip().count(chr(10)) + 1} lines: a quote left open?")
             if labelled and task.labels and values[-1].strip() not in ids and not task.hub:
                 label = values[-1].strip()  # 0.25 beside classes 0 and 1: a regression written as classes?
                 regression = NUMBER.fullmatch(label) and not INTEGER.fullmatch(label) and all(
                     NUMBER.fullmatch(name) for name in task.labels)  # file_task's rule: a number that is no integer
-                raise CramError(f"{path} line {n}: the label {label!r} is not in the training file, "
+                raise CramError(f"{path} line {n}: the label {label[:40]!r} is not in the training file, "
                                 f"whose labels are {list(task.labels)[:20]}: fix the label, or train with it" +
                                 " (a regression? write the training labels with a point: 1.0)" * bool(regression))
             if labelled and task.labels is None and not NUMBER.fullmatch(values[-1].strip()):
@@ -357,12 +375,12 @@ def describe(task, train):
     counts = "" if task.labels is None else ", labels " + ", ".join(
         f"{name!r} {n}" for name, n in zip(task.labels, np.bincount(train.labels, minlength=len(task.labels))))
     few = f" (few: with under {FEW} a classifier has little to learn from)" * (len(train.a) < FEW)
-    odd = [v for v in task.labels or () if v.lower() in ("nan", "na", "n/a", "null", "none", "-")]
+    odd = [v for v in task.labels or () if v.lower() in ("nan", "null", "none", "n/a")]
     commas = [v for v in task.labels or () if re.fullmatch(r"[-+]?\d+(,\d+)+(\.\d+)?", v)]
     cased = [v for v in task.labels or () if [w.lower() for w in task.labels].count(v.lower()) > 1]
-    notes = [f"{odd} look like empty values, and are a class each" * bool(odd),
-             f"{commas[:3]} are read as words: numbers with a comma? a regression needs 4.5, not 4,5" * bool(commas),
-             f"{cased[:4]} differ only in case: each is a class" * bool(cased)]
+    notes = [f"{odd} may stand for empty values: each is a class here" * bool(odd),
+             f"{commas[:3]} are read as words: numbers with a comma? a regression needs 4.5 or 1250, not 4,5 or 1,250"
+             * bool(commas), f"{sorted(cased, key=str.lower)[:6]} differ only in case: each is a class" * bool(cased)]
     return (f"task {task.name}: {kind}, text {[c for c in task.columns[:2] if c is not None]}, label "
             f"{task.columns[2]!r}, {len(train.a)} train rows{few}{counts}" + "".join(
                 f"\nnote: the labels {n}" for n in notes if n and not task.hub))

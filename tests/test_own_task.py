@@ -314,7 +314,8 @@ def test_bad_own_task_inputs_are_one_line_errors_and_write_nothing(ckpt, tmp_pat
         "holds something that is not a saved classifier": ["--train_file", good, "--validation_file", good,
                                                           "--save_model", tmp_path / "foreign"],
         "--train_file needs --validation_file": ["--train_file", good],
-        "foreign is a folder: name a data file in it": ["--train_file", good, "--validation_file", tmp_path / "foreign"],
+        "foreign is a folder: name a data file in it": ["--train_file", good,
+                                                        "--validation_file", tmp_path / "foreign"],
     }
     for needle, args in cases.items():
         line = one_line(base + args)
@@ -338,6 +339,9 @@ def test_classify_refuses_empty_text_a_pair_without_sep_and_overwriting_its_inpu
     assert "text 1 is empty on one side of [SEP]" in one_line([tmp / "model", " [SEP] dog"], "classify.py")
     assert "is not \"first [SEP] second\"" in one_line([tmp / "model", "only one text"], "classify.py")
     assert "is the input file" in one_line([tmp / "model", "--input", dev, "--output", dev], "classify.py")
+    assert "the label column 'label' is also a text column" in one_line(
+        [tmp / "model", "--input", dev, "--text_columns", "sentence1,label", "--output", tmp / "x.csv"], "classify.py")
+    assert f"{tmp} is a folder: name a data file in it" in one_line([tmp / "model", "--input", tmp], "classify.py")
     assert "not a saved classifier" in one_line([tmp, "text"], "classify.py")
     typo = one_line([tmp / "modle", "text"], "classify.py")
     assert typo.endswith(f"no folder {tmp / 'modle'}: check the path (finetune_glue.py ... --save_model DIR made it)")
@@ -528,10 +532,10 @@ def test_a_classifier_json_edited_by_hand_is_one_line(edit, needle, kept, tmp_pa
 # ---------------------------------------------------------------------------------------------- files people hand in
 
 def test_a_file_that_is_not_text_or_is_a_folder_is_named_as_such(tmp_path):
-    cases = {"book.csv": (b"PK\x03\x04" + bytes(200), "is a zip archive (an Excel workbook, .xlsx?), not a text file"),
-             "data.csv": (b"\x1f\x8b\x08" + bytes(100), "is gzip-compressed, not a text file"),
-             "nomark.csv": ("text,label\r\nthe cat,pets\r\n".encode("utf-16-le"), "is UTF-16 text without its "
-                            "byte-order mark, not a text file: save it as CSV UTF-8")}
+    cases = {"book.csv": (b"PK\x03\x04" + bytes(200), "is a zip archive, not text (an Excel workbook, .xlsx?)"),
+             "data.csv": (b"\x1f\x8b\x08" + bytes(100), "is gzip-compressed, not text"),
+             "nomark.csv": ("text,label\r\nthe cat,pets\r\n".encode("utf-16-le"), "is UTF-16 without its byte-order "
+                            "mark: save it as text in UTF-8")}
     for name, (raw, needle) in cases.items():
         (tmp_path / name).write_bytes(raw)
         with pytest.raises(tasks.CramError, match=re.escape(needle)):
@@ -544,11 +548,13 @@ def test_a_file_that_is_not_text_or_is_a_folder_is_named_as_such(tmp_path):
 
 
 def test_a_header_that_names_a_column_twice_or_a_comma_file_named_tsv_is_one_line(tmp_path):
-    (tmp_path / "dup.csv").write_text("text,label,text\nthe cat,pets,note 1\n", encoding="utf-8")
+    (tmp_path / "dup.csv").write_text("text,label,text\nthe cat,pets,note 1\nthe dog,pets,note 2\n", encoding="utf-8")
     with pytest.raises(tasks.CramError, match=r"dup.csv: its header names the column 'text' twice: rename one"):
-        tasks.read_table(str(tmp_path / "dup.csv"))
-    (tmp_path / "trailing.csv").write_text("text,label,,\nthe cat,pets,,\n", encoding="utf-8")  # Excel's empties
-    assert tasks.read_table(str(tmp_path / "trailing.csv"))[1][0][1]["label"] == "pets"
+        task_of(str(tmp_path / "dup.csv"))
+    (tmp_path / "trailing.csv").write_text("text,label,,,note,note\nthe cat,pets,,,a,b\nthe dog,birds,,,a,b\n",
+                                           encoding="utf-8")  # Excel's empty columns; a name twice that is not read
+    assert tasks.read_split(task_of(str(tmp_path / "trailing.csv")), str(tmp_path / "trailing.csv")).a == [
+        "the cat", "the dog"]
     (tmp_path / "commas.tsv").write_text("text,label\nthe cat,pets\n", encoding="utf-8")
     with pytest.raises(tasks.CramError, match=r"holds commas, not tabs: a comma-separated file must be named .csv"):
         tasks.read_table(str(tmp_path / "commas.tsv"))
@@ -560,8 +566,8 @@ def test_a_stray_quote_says_how_many_lines_it_swallowed(tmp_path, capsys):
     (tmp_path / "stray.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
     split = tasks.read_split(task_of(write(tmp_path / "good.csv", rows(9))), str(tmp_path / "stray.csv"))
     assert len(split.a) == 3  # lines 2-4: the rest is one field
-    assert "skipped 1 malformed row (line 5: 1 field, expected 2; a quote opened here runs to line 31: read as one row" in \
-        capsys.readouterr().err
+    assert "skipped 1 malformed row (line 5: 1 field, expected 2; a quote opened here runs to line 31: read as " \
+           "one row" in capsys.readouterr().err
 
 
 def test_json_of_columns_one_object_or_nested_values_is_named_not_trained_on(tmp_path, capsys):
@@ -587,19 +593,21 @@ def test_a_file_mostly_utf_8_keeps_its_utf_8_lines_and_says_how_many_were_not(tm
     raw = "text,label\nCafé crème,food\n".encode("utf-8") + "Naïve defending,sport\n".encode("cp1252")
     (tmp_path / "mixed.csv").write_bytes(raw)
     assert [r["text"] for _, r in tasks.read_table(str(tmp_path / "mixed.csv"))[1]] == ["Café crème", "Naïve defending"]
-    assert "mixed.csv: 1 line of 4 not UTF-8" in capsys.readouterr().err
+    assert "mixed.csv: 1 line of 3 not UTF-8 (the first: line 3)" in capsys.readouterr().err
 
 
 def test_headers_in_another_case_are_the_columns_the_label_may_not_be_a_text(tmp_path):
     path = write(tmp_path / "t.csv", [{"Text": r["sentence"], "LABEL": r["label"]} for r in rows(6)])
     assert task_of(path).columns == ("Text", None, "LABEL")
     with pytest.raises(tasks.CramError, match=r"the label column 'LABEL' is also a text column: the model would read"):
-        task_of(path, text_columns="label")
+        tasks.read_split(task_of(path, text_columns="label"), path)
+    other = write(tmp_path / "dev.csv", [{"text": r["sentence"], "label": r["label"]} for r in rows(6, seed=1)])
+    assert len(tasks.read_split(task_of(path), other).a) == 6  # the dev file's text is the training file's Text
 
 
 @pytest.mark.parametrize("labels, needle", [
     (["4,5", "2,0", "3,25"], "the labels ['2,0', '3,25', '4,5'] are read as words: numbers with a comma?"),
-    (["sport", "world", "NaN"], "the labels ['NaN'] look like empty values, and are a class each"),
+    (["sport", "world", "NaN"], "the labels ['NaN'] may stand for empty values: each is a class here"),
     (["sport", "Sport", "world"], "the labels ['Sport', 'sport'] differ only in case: each is a class")])
 def test_labels_that_look_like_a_mistake_are_noted_under_the_task_line(labels, needle, tmp_path):
     path = write(tmp_path / "t.csv", rows(9, label=lambda i: labels[i % 3]))
@@ -616,3 +624,23 @@ def test_validation_rows_that_are_training_rows_are_counted(tmp_path, capsys):
     args = fg.parse_args(["ckpt.pt", "--train_file", train, "--validation_file", other])
     tasks.load_task(tasks.file_task(args), args)
     assert "training rows too" not in capsys.readouterr().err
+
+
+def test_a_quote_left_open_in_the_label_skips_its_row_and_names_it_not_a_class_of_many_lines(tmp_path, capsys):
+    lines = ["sentence,label"] + [f"sentence {i},{TOPICS[i % 3]}" for i in range(12)]
+    lines[6] = 'sentence 5,"sport'  # the rest of the file is this label
+    (tmp_path / "t.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    task = task_of(str(tmp_path / "t.csv"))
+    assert task.labels == ("Sci/Tech", "sport", "world") and len(tasks.read_split(task, task.train).a) == 5
+    assert "line 7: the label 'sport'... runs on over 7 lines: a quote left open?" in capsys.readouterr().err
+
+
+def test_json_of_two_splits_or_one_row_with_a_list_reads_as_said(tmp_path):
+    (tmp_path / "both.json").write_text(json.dumps({"version": 1, "train": rows(3), "validation": rows(2)}),
+                                        encoding="utf-8")
+    with pytest.raises(tasks.CramError, match=r"holds 2 lists of rows \(train, validation\): one file a list"):
+        tasks.read_table(str(tmp_path / "both.json"))
+    (tmp_path / "one.jsonl").write_text(json.dumps({"text": "the cat", "tags": ["a", "b"], "label": "pets"}) + "\n",
+                                        encoding="utf-8")
+    assert tasks.read_table(str(tmp_path / "one.jsonl")) == (["text", "tags", "label"], [
+        (1, {"text": "the cat", "tags": ["a", "b"], "label": "pets"})])
