@@ -82,16 +82,16 @@ def file_task(args):
     columns, rows = read_table(args.train_file)
     if not rows:
         raise no_rows(args.train_file, columns)
-    named = lambda c: match(columns, c)  # noqa: E731  (a header's Text or LABEL is the column text or label)
-    if args.text_columns:
-        text = [named(c.strip()) for c in args.text_columns.split(",")]
+    if args.text_columns:  # match: a header's Text or LABEL is the column text or label
+        text = [match(columns, c.strip()) for c in args.text_columns.split(",")]
         if not 1 <= len(text) <= 2 or not all(text):
             raise CramError(f"--text_columns takes one or two column names, a or a,b (got {args.text_columns!r})")
-    elif not (text := next((list(map(named, c)) for c in TEXT_COLUMNS if set(map(named, c)) <= set(columns)), None)):
+    elif not (text := next(([match(columns, x) for x in c] for c in TEXT_COLUMNS
+                            if {match(columns, x) for x in c} <= set(columns)), None)):
         raise CramError(f"{args.train_file} has none of the columns sentence1 + sentence2, sentence or text; its "
                         f"columns are {columns}: name the text with --text_columns a[,b] (or, if that first line "
                         "is a row of data, add a header line that names the columns)")
-    cols = (text[0], text[1] if len(text) == 2 else None, named(args.label_column))
+    cols = (text[0], text[1] if len(text) == 2 else None, match(columns, args.label_column))
     check_columns(args.train_file, columns, cols)
     given = [str(r[cols[2]]).strip() for _, r in rows if isinstance(r, dict) and r.get(cols[2]) not in (None, "")
              and not isinstance(r[cols[2]], (dict, list)) and "\n" not in str(r[cols[2]])]  # read_split skips those
