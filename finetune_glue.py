@@ -364,7 +364,7 @@ def main(argv=None):
     except (CramError, OSError) as e:  # OSError: no permission, a full disk
         sys.exit(f"finetune_glue.py: error: {e}" + ("" if isinstance(e, CramError) else ": check --out and the disk"))
     except KeyboardInterrupt:
-        print("finetune_glue.py: error: interrupted: the earlier glue.md, glue.json and predictions/ stay",
+        print("finetune_glue.py: error: interrupted: an earlier run's glue.md, glue.json and predictions/ stay",
               file=sys.stderr)
         sys.exit(130)  # as cram.py: the shell's code for a stop by Ctrl-C
 
