@@ -644,3 +644,16 @@ def test_json_of_two_splits_or_one_row_with_a_list_reads_as_said(tmp_path):
                                         encoding="utf-8")
     assert tasks.read_table(str(tmp_path / "one.jsonl")) == (["text", "tags", "label"], [
         (1, {"text": "the cat", "tags": ["a", "b"], "label": "pets"})])
+
+
+def test_rows_inside_a_text_that_a_later_quote_closed_are_named(tmp_path, capsys):
+    lines = ["sentence,label"] + [f"sentence {i},{TOPICS[i % 3]}" for i in range(12)]
+    lines[4], lines[7] = '"sentence 3,sport', 'sentence 6 "says, world'  # lines 5-8: one text, its field count right
+    (tmp_path / "t.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    task = task_of(write(tmp_path / "good.csv", rows(9)))
+    assert len(tasks.read_split(task, str(tmp_path / "t.csv")).a) == 9
+    assert "the text of line 5 holds 3 lines that end like a row (',sport'): a quote left open there? (1 text in " \
+           "all)" in capsys.readouterr().err
+    tasks.read_split(task, write(tmp_path / "fine.csv", [{"sentence": "I like sport,\nand Sci/Tech", "label": "world"}]
+                                 + rows(3)))  # a text's own line break, and a comma before a label's word
+    assert "quote left open" not in capsys.readouterr().err
