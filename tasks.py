@@ -86,8 +86,8 @@ def file_task(args):
         text = [match(columns, c.strip()) for c in args.text_columns.split(",")]
         if not 1 <= len(text) <= 2 or not all(text):
             raise CramError(f"--text_columns takes one or two column names, a or a,b (got {args.text_columns!r})")
-    elif not (text := next(([match(columns, x) for x in c] for c in TEXT_COLUMNS
-                            if {match(columns, x) for x in c} <= set(columns)), None)):
+    elif not (text := next((names for names in ([match(columns, x) for x in c] for c in TEXT_COLUMNS)
+                            if set(names) <= set(columns)), None)):
         raise CramError(f"{args.train_file} has none of the columns sentence1 + sentence2, sentence or text; its "
                         f"columns are {columns}: name the text with --text_columns a[,b] (or, if that first line "
                         "is a row of data, add a header line that names the columns)")
@@ -285,7 +285,7 @@ def read_split(task, path, limit=0, labelled=True):
         raise no_rows(path, columns)
     wanted = [match(columns, c) for c in task.columns[:3 if labelled else 2] if c is not None]
     check_columns(path, columns, wanted)
-    if match(columns, task.columns[2]) in [match(columns, c) for c in task.columns[:2]]:
+    if match(columns, task.columns[2]) in [match(columns, c) for c in task.columns[:2] if c is not None]:
         raise CramError(f"the label column {task.columns[2]!r} is also a text column: the model would read its answer")
     ids = {name: i for i, name in enumerate(task.labels or ())}
     a, b, y, kept, bad = [], [], [], [], []
@@ -330,13 +330,13 @@ def read_split(task, path, limit=0, labelled=True):
               file=sys.stderr)
     if not kept:
         raise CramError(f"{path} has no usable rows ({bad[0]}): it is not this task's file, or damaged")
-    ends = re.compile(r"[,;\t] *(" + "|".join(map(re.escape, task.labels or ())) + r") *(?=\r?\n)")  # ",sport\n"
-    if task.labels and not task.hub and (inside := [(n, t) for (n, _), t in zip(kept, a) if ends.search(t)]):
-        n, text = inside[0]  # rows swallowed by a quote that a later quote closed: the field counts look right
-        print(f"warning: {path}: the text of line {n} holds {count(len(ends.findall(text)), 'line')} that end like "
-              f"a row ({ends.search(text).group(0).strip()!r}): a quote left open there? ({count(len(inside), 'text')} "
-              "in all)",
-              file=sys.stderr)
+    ends = re.compile(r"([,;\t] *(?:" + "|".join(map(re.escape, task.labels or ())) + r")) *(?=\r?\n)")  # ",sport\n"
+    if task.labels and not task.hub and (inside := [(n, found) for (n, _), t in zip(kept, a)
+                                                    if "\n" in t and (found := ends.findall(t))]):
+        n, found = inside[0]  # rows swallowed by a quote that a later quote closed: the field counts look right
+        print(f"warning: {path}: the text of line {n} holds {count(len(found), 'line')} that end like a row "
+              f"({found[0][0] + found[0][1:].strip()!r}): a quote left open there? ({count(len(inside), 'text')} "
+              "in all)", file=sys.stderr)
     return Split(a, None if task.columns[1] is None else b, np.array(y) if labelled else None, kept)
 
 
@@ -367,8 +367,9 @@ def load_task(task, args):
     if task.labels and not task.hub and (absent := set(range(len(task.labels))) - set(train.labels.tolist())):
         raise CramError(f"{task.train}: no usable training row is labelled {task.labels[min(absent)]!r} in the first "
                         f"{len(train.a)} (--max_train {args.max_train}; 0: all): shuffle the file, or raise it")
-    devs, seen = {s: read_split(task, f) for s, (_, f) in task.evals.items()}, set(zip(train.a, train.b or train.a))
-    for s, dev in devs.items() if not task.hub else ():  # a user's file: is it the training file again?
+    devs = {s: read_split(task, f) for s, (_, f) in task.evals.items()}
+    seen = set() if task.hub else set(zip(train.a, train.b or train.a))  # a user's file: the training file again?
+    for s, dev in devs.items() if seen else ():
         if same := sum(pair in seen for pair in zip(dev.a, dev.b or dev.a)):
             print(f"note: {same} of {task.evals[s][1]}'s {len(dev.a)} rows are training rows too: on those the score "
                   "measures memory, not how the model does on new text", file=sys.stderr)
