@@ -322,6 +322,7 @@ def run(args):
     info = run_info(device)
     print(f"settings: {json.dumps(vars(args))}\nrun: {json.dumps(info)}")
     data = {task.name: (task, *load_task(task, args)) for task in tasks}  # every file read: a bad one costs no training
+    made = [d for d in [out_dir, *out_dir.parents] if not d.exists()]  # the folders this run makes, the deepest first
     (out_dir / "predictions").mkdir(parents=True, exist_ok=True)  # and leaves no folder
     print("\n".join(describe(task, train) for task, train, _ in data.values()))
     random_inits = [False, True] if args.vs_random else [args.random_init]  # True: the no-pretraining baseline
@@ -347,7 +348,7 @@ def run(args):
         if tasks_kept:
             print(f"finetune_glue.py: this run's finished tasks: {out_dir / this}.md and .json", file=sys.stderr)
         else:
-            forget(out_dir, this)  # nothing of this run's kept: no trace of it
+            forget(out_dir, this, made)  # nothing of this run's kept: no trace of it, its new folders neither
         raise
     print("\n" + md + f"\nwrote {out_dir}/{this}.md, .json and predictions/{this}/ (this run's, kept), and glue.md, "
           "glue.json and predictions/*.tsv (the latest run's: an earlier run's stay in its own glue-*.md)" +
@@ -364,7 +365,7 @@ def main(argv=None):
     except (CramError, OSError) as e:  # OSError: no permission, a full disk
         sys.exit(f"finetune_glue.py: error: {e}" + ("" if isinstance(e, CramError) else ": check --out and the disk"))
     except KeyboardInterrupt:
-        print("finetune_glue.py: error: interrupted: an earlier run's glue.md, glue.json and predictions/ stay",
+        print("finetune_glue.py: error: interrupted: what earlier runs wrote in --out stays as it was",
               file=sys.stderr)
         sys.exit(130)  # as cram.py: the shell's code for a stop by Ctrl-C
 

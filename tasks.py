@@ -204,7 +204,7 @@ def read_table(path, header=True, guess_encoding=True):
                       "avoids the guess)", file=sys.stderr)
     if kind in (".json", ".jsonl"):
         try:  # a list of objects, or an object holding one ({"data": [...]}: the datasets library's field=)
-            whole = json.loads(text)
+            whole = json.loads(text, object_pairs_hook=KeyTwice.check)
         except ValueError:
             whole = None  # JSON Lines: a second object after the first
         tables = [k for k, v in whole.items() if isinstance(v, list) and v and all(isinstance(x, dict) for x in v)] \
@@ -222,12 +222,13 @@ def read_table(path, header=True, guess_encoding=True):
         records = list(enumerate(whole, 1)) if isinstance(whole, list) else []
         for n, line in [] if records else [(n, x) for n, x in enumerate(text.split("\n"), 1) if x.strip()]:
             try:
-                records.append((n, json.loads(line)))
+                records.append((n, json.loads(line, object_pairs_hook=KeyTwice.check)))
             except ValueError as e:
                 raise CramError(f"{path} line {n} is not JSON ({e.msg}, column {e.colno}): one object a line "
                                 "(.jsonl), or a list of objects (.json)") from None
         columns = list(dict.fromkeys(k for _, r in records if isinstance(r, dict) for k in r))
-        return columns, [(n, r if isinstance(r, dict) else "not a JSON object") for n, r in records]
+        return columns, [(n, r if type(r) is dict else f"its object names the key {r.key!r} twice"
+                          if isinstance(r, KeyTwice) else "not a JSON object") for n, r in records]
     last = {}  # a CSV row's first line -> its last, where a quoted field holds line ends
     if kind == ".tsv":  # tabs only: a quote is text
         records = [(n, line.rstrip("\r").split("\t")) for n, line in enumerate(text.split("\n"), 1) if line.strip()]
@@ -252,6 +253,21 @@ def read_table(path, header=True, guess_encoding=True):
                       f"{count(len(fields), 'field')}, expected {len(columns)}" + (f"; a quote opened here runs to "
                       f"line {last[n]}: read as one row" if last.get(n, n) > n else ""))
                      for n, fields in records]
+
+
+class KeyTwice(dict):
+    """A JSON object that names a key twice ({"text": "a", "text": "b"}): json keeps the last silently; its row is
+    skipped and named instead, as a CSV header naming a column twice is refused (check_columns)."""
+
+    @classmethod
+    def check(cls, pairs):
+        keys = [k for k, _ in pairs]
+        twice = next((k for k in keys if keys.count(k) > 1), None)
+        return dict(pairs) if twice is None else cls(pairs, key=twice)
+
+    def __init__(self, pairs, key):
+        super().__init__(pairs)
+        self.key = key
 
 
 def no_rows(path, columns):
@@ -565,13 +581,15 @@ def own_name(out_dir, tasks, t_start):
                 return name
 
 
-def forget(out_dir, name):
-    """Removes what a run that kept nothing wrote of its own (its folder, a half-written table): no trace of it."""
+def forget(out_dir, name, made=()):
+    """Removes what a run that kept nothing wrote of its own (its folder, a half-written table, the folders it made:
+    made, the deepest first): no trace of it."""
     shutil.rmtree(Path(out_dir) / "predictions" / name, ignore_errors=True)
-    with contextlib.suppress(OSError):  # predictions/ too, where it holds nothing else
-        (Path(out_dir) / "predictions").rmdir()
     for file in (f"{name}.md", f"{name}.json"):
         (Path(out_dir) / file).unlink(missing_ok=True)
+    for folder in [Path(out_dir) / "predictions", *made]:
+        with contextlib.suppress(OSError):  # each only where it holds nothing else
+            folder.rmdir()
 
 
 def publish(out_dir, this, args, data, report, outputs, info, paced, total_s, final):

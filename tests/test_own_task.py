@@ -589,6 +589,17 @@ def test_json_of_columns_one_object_or_nested_values_is_named_not_trained_on(tmp
         capsys.readouterr().err
 
 
+def test_a_json_object_naming_a_key_twice_is_skipped_not_read_as_its_last_value(tmp_path, capsys):
+    text = json.dumps(rows(6))
+    text = text.replace('{"sentence"', '{"sentence": "the first text", "sentence"', 1)  # row 1: the key twice
+    for name, data in (("twice.json", text), ("twice.jsonl", "\n".join(json.dumps(r) for r in rows(6)[1:]) + "\n"
+                       + '{"sentence": "a", "label": "sport", "label": "world"}\n')):
+        (tmp_path / name).write_text(data, encoding="utf-8")
+        split = tasks.read_split(task_of(write(tmp_path / "good.csv", rows(9))), str(tmp_path / name))
+        assert len(split.a) == 5 and "the first text" not in split.a
+        assert "its object names the key " in capsys.readouterr().err
+
+
 def test_a_file_mostly_utf_8_keeps_its_utf_8_lines_and_says_how_many_were_not(tmp_path, capsys):
     raw = "text,label\nCafé crème,food\n".encode("utf-8") + "Naïve defending,sport\n".encode("cp1252")
     (tmp_path / "mixed.csv").write_bytes(raw)
