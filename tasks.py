@@ -1,6 +1,6 @@
 """Fine-tuning tasks, GLUE's and your own, as one description: the columns, the label set, the metrics.
 
-    from tasks import glue_task, file_task, load_task     # finetune_glue.py and classify.py read their data here
+    from tasks import pick_tasks, load_task     # finetune_glue.py: GLUE's tasks or your own, then their rows
 
 GLUE's eight tasks (the paper's: WNLI left out, as BERT did) are instances of Task (GLUE below), read from the official
 TSVs (--glue_dir) or the Hugging Face hub; a user's task is made from the files themselves by the conventions of
@@ -42,7 +42,7 @@ class Task:
     labels: tuple    # label names, class ids in this order (GLUE's as on the hub); None: a regression on floats
     metrics: tuple   # dev metrics (compute_metrics), the table's first
     train: str       # the training file ("": GLUE from the hub)
-    evals: dict      # evaluation set -> (title, dev file): MNLI has two, a user's task its --validation_file
+    evals: dict      # evaluation set -> (title, dev file; from the hub: its split's suffix): MNLI has two sets
     hub: tuple = ()  # GLUE: the hub's text columns (a, b); a user's task has none
 
 
@@ -76,37 +76,37 @@ def glue_task(name, glue_dir):
 
 def file_task(args):
     """A task described by the user's files, by run_glue.py's conventions: the text columns (--text_columns, else
-    sentence1 + sentence2, sentence or text), --label_column; a regression if most labels are numbers and one is
-    written with a decimal point (floats: a row whose label is not a number is skipped, and named), else classes named
-    by the label values (sorted)."""
+    sentence1 + sentence2, sentence or text), --label_column; a regression if most labels are numbers and one is not
+    written as a whole number (2.5, 1e-3), else classes named by the label values (sorted). The labels are those of
+    the rows read_split will use."""
     columns, rows = read_table(args.train_file)
     if not rows:
         raise no_rows(args.train_file, columns)
     if args.text_columns:  # match: a header's Text or LABEL is the column text or label
-        text = [match(columns, c.strip()) for c in args.text_columns.split(",")]
-        if not 1 <= len(text) <= 2 or not all(text):
+        names = [match(columns, c.strip()) for c in args.text_columns.split(",")]
+        if not 1 <= len(names) <= 2 or not all(names):
             raise CramError(f"--text_columns takes one or two column names, a or a,b (got {args.text_columns!r})")
-    elif not (text := next((names for names in ([match(columns, x) for x in c] for c in TEXT_COLUMNS)
-                            if set(names) <= set(columns)), None)):
+    elif not (names := next((found for found in ([match(columns, x) for x in c] for c in TEXT_COLUMNS)
+                             if set(found) <= set(columns)), None)):
         raise CramError(f"{args.train_file} has none of the columns sentence1 + sentence2, sentence or text; its "
                         f"columns are {columns}: name the text with --text_columns a[,b] (or, if that first line "
                         "is a row of data, add a header line that names the columns)")
-    cols = (text[0], text[1] if len(text) == 2 else None, match(columns, args.label_column))
+    cols = (names[0], names[1] if len(names) == 2 else None, match(columns, args.label_column))
     check_columns(args.train_file, columns, cols)
-    given = [str(r[cols[2]]).strip() for _, r in rows if isinstance(r, dict) and r.get(cols[2]) not in (None, "")
-             and not isinstance(r[cols[2]], (dict, list)) and "\n" not in str(r[cols[2]])]  # read_split skips those
+    read = [c for c in cols if c is not None]
+    given = [str(r[cols[2]]).strip() for _, r in rows if not unusable(r, read)]  # the rows read_split keeps
     if not given:
         raise CramError(f"{args.train_file}: no row has a label in its column {cols[2]!r} (empty, or a JSON list or "
                         "object)")
-    values = set(given)
-    numbers = {v for v in values if NUMBER.fullmatch(v)}
+    distinct = set(given)
+    numbers = {v for v in distinct if NUMBER.fullmatch(v)}
     if 2 * sum(v in numbers for v in given) > len(given) and any(not INTEGER.fullmatch(v) for v in numbers):
         labels, metrics = None, ("pearson", "spearman", "rmse")  # a stray "N/A": its row skipped (read_split), named
     else:
-        labels = tuple(sorted(values, key=lambda v: (v not in numbers, float(v) if v in numbers else 0, v)))
+        labels = tuple(sorted(distinct, key=lambda v: (v not in numbers, float(v) if v in numbers else 0, v)))
         metrics = ("acc", "macro_f1") + ("mcc",) * (len(labels) == 2)
         if len(labels) < 2:
-            raise CramError(f"{args.train_file}: every row has the label {next(iter(values), '')!r}: a classifier "
+            raise CramError(f"{args.train_file}: every row has the label {next(iter(distinct), '')!r}: a classifier "
                             "needs two classes at least (a regression: float labels, written with a decimal point)")
     stem = Path(args.train_file).stem
     name = args.task_name or (stem if stem.lower() not in SPLIT_NAMES else Path(args.train_file).resolve().parent.name)
@@ -114,7 +114,7 @@ def file_task(args):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Data: rows of CSV, TSV or JSON files (or GLUE from the hub) as a task's texts and labels, then token ids.
+# Data: rows of CSV, TSV or JSON files (or GLUE from the hub) as a task's texts and labels.
 
 NOTED = set()  # the files read_table has said are Windows-1252
 
@@ -175,10 +175,27 @@ def read_table(path, header=True, guess_encoding=True):
     """A file's (columns, [(line, {column: value}, or why the row is unusable)]). CSV as Excel writes it (quoted
     fields may hold commas and newlines; `;` between fields, as European Excel writes them, is seen in the header);
     TSV split on tabs only, quotes are text (GLUE's; headerless CoLA's columns are indices); .json (a list of objects,
-    or an object holding one) and .jsonl. UTF-8, with a byte-order mark or CRLF, or UTF-16 with its mark; a file
-    that is neither is read as Windows-1252, Excel's "CSV" on Windows, and said so (guess_encoding; GLUE's own files:
-    such rows are skipped)."""
+    or an object holding one: its rows are numbered by object, not line) and .jsonl."""
     kind = Path(path).suffix.lower()
+    text = decode(path, kind, guess_encoding)
+    if kind in (".json", ".jsonl"):
+        return json_rows(path, text, kind)
+    records, last = csv_records(path, text, kind)  # [(first line, fields)], {a row's first line: its last}
+    columns = ([c.strip() for c in records.pop(0)[1]] if header else list(range(len(records[0][1])))) if records else []
+    if kind == ".csv" and len(columns) == 1 and "\t" in columns[0]:
+        raise CramError(f"{path}: its header holds tabs, not commas: a tab-separated file must be named .tsv")
+    if kind == ".tsv" and len(columns) == 1 and re.fullmatch(r"[\w.#-]+(,[\w.#-]+)+", str(columns[0])):
+        raise CramError(f"{path}: its header holds commas, not tabs: a comma-separated file must be named .csv")
+    return columns, [(n, dict(zip(columns, fields)) if len(fields) == len(columns) else
+                      f"{count(len(fields), 'field')}, expected {len(columns)}" + (f"; a quote opened here runs to "
+                      f"line {last[n]}: read as one row" if last[n] > n else ""))
+                     for n, fields in records]
+
+
+def decode(path, kind, guess_encoding=True):
+    """A data file's text, refused in one line where it is no data file: UTF-8, with a byte-order mark or CRLF, or
+    UTF-16 with its mark; lines that are neither are read as Windows-1252, Excel's "CSV" on Windows, and said so
+    (guess_encoding; GLUE's own files: such rows are skipped, and named)."""
     if os.path.isdir(path):
         raise CramError(f"{path} is a folder: name a data file in it")
     if kind not in (".csv", ".tsv", ".json", ".jsonl"):
@@ -190,69 +207,70 @@ def read_table(path, header=True, guess_encoding=True):
     if what := not_text(raw):
         raise CramError(f"{path} is {what}: save it as text in UTF-8 (Excel: \"CSV UTF-8\")")
     try:  # UTF-16 with its mark: Excel's "Unicode Text", PowerShell 5.1's `>`
-        text = raw.decode("utf-16") if raw.startswith((b"\xff\xfe", b"\xfe\xff")) else raw.decode("utf-8-sig")
+        return raw.decode("utf-16") if raw.startswith((b"\xff\xfe", b"\xfe\xff")) else raw.decode("utf-8-sig")
     except UnicodeDecodeError:  # -sig: a UTF-8 byte-order mark (MRPC's, Excel's "CSV UTF-8")
         if not guess_encoding:  # GLUE's own files: a row holding such bytes is skipped, and named
-            text = raw.decode("utf-8-sig", errors="replace")
-        else:  # line by line: lines pasted in from another tool keep their UTF-8, the rest read as Windows-1252
-            lines = [windows_or_utf8(x) for x in raw.removeprefix(b"\xef\xbb\xbf").splitlines(keepends=True)]
-            text, guessed = "".join(x for x, _ in lines), [n for n, (_, w) in enumerate(lines, 1) if w]
-            if path not in NOTED:  # once a file: finetune_glue.py reads a training file twice (columns, then rows)
-                NOTED.add(path)
-                print(f"note: {path}: {count(len(guessed), 'line')} of {len(lines)} not UTF-8 (the first: line "
-                      f"{guessed[0]}): read as Windows-1252, what Excel's \"CSV\" saves on Windows (\"CSV UTF-8\" "
-                      "avoids the guess)", file=sys.stderr)
-    if kind in (".json", ".jsonl"):
-        try:  # a list of objects, or an object holding one ({"data": [...]}: the datasets library's field=)
-            whole = json.loads(text, object_pairs_hook=KeyTwice.check)
-        except ValueError:
-            whole = None  # JSON Lines: a second object after the first
-        tables = [k for k, v in whole.items() if isinstance(v, list) and v and all(isinstance(x, dict) for x in v)] \
-            if isinstance(whole, dict) else []  # {"data": [rows]}, {"train": [rows], "validation": [rows]}
-        if len(tables) == 1:
-            whole = whole[tables[0]]
-        elif tables:
-            raise CramError(f"{path} holds {len(tables)} lists of rows ({', '.join(tables)}): one file a list")
-        elif isinstance(whole, dict) and len(whole) > 1 and all(isinstance(v, (dict, list)) for v in whole.values()):
-            raise CramError(f"{path} holds a dict of columns (pandas' to_json() writes that): save a list of rows, "
-                            "to_json(path, orient='records')")
-        elif isinstance(whole, dict) and kind == ".json":
-            raise CramError(f"{path} holds one JSON object: a list of objects, one a row (.json), or one object a "
-                            "line (.jsonl)")
-        records = list(enumerate(whole, 1)) if isinstance(whole, list) else []
-        for n, line in [] if records else [(n, x) for n, x in enumerate(text.split("\n"), 1) if x.strip()]:
-            try:
-                records.append((n, json.loads(line, object_pairs_hook=KeyTwice.check)))
-            except ValueError as e:
-                raise CramError(f"{path} line {n} is not JSON ({e.msg}, column {e.colno}): one object a line "
-                                "(.jsonl), or a list of objects (.json)") from None
-        columns = list(dict.fromkeys(k for _, r in records if isinstance(r, dict) for k in r))
-        return columns, [(n, r if type(r) is dict else f"its object names the key {r.key!r} twice"
-                          if isinstance(r, KeyTwice) else "not a JSON object") for n, r in records]
-    last = {}  # a CSV row's first line -> its last, where a quoted field holds line ends
-    if kind == ".tsv":  # tabs only: a quote is text
-        records = [(n, line.rstrip("\r").split("\t")) for n, line in enumerate(text.split("\n"), 1) if line.strip()]
-    else:
+            return raw.decode("utf-8-sig", errors="replace")
+    # line by line: lines pasted in from another tool keep their UTF-8, the rest read as Windows-1252
+    lines = [windows_or_utf8(x) for x in raw.removeprefix(b"\xef\xbb\xbf").splitlines(keepends=True)]
+    guessed = [n for n, (_, windows) in enumerate(lines, 1) if windows]
+    if path not in NOTED:  # once a file: finetune_glue.py reads a training file twice (columns, then rows)
+        NOTED.add(path)
+        print(f"note: {path}: {count(len(guessed), 'line')} of {len(lines)} not UTF-8 (the first: line "
+              f"{guessed[0]}): read as Windows-1252, what Excel's \"CSV\" saves on Windows (\"CSV UTF-8\" avoids "
+              "the guess)", file=sys.stderr)
+    return "".join(x for x, _ in lines)
+
+
+def json_rows(path, text, kind):
+    """read_table of a .json (a list of objects, or an object holding one: {"data": [...]}, the datasets library's
+    field=) or a .jsonl (one object a line)."""
+    try:
+        whole = json.loads(text, object_pairs_hook=KeyTwice.check)
+    except ValueError:
+        whole = None  # JSON Lines: a second object after the first
+    tables = [k for k, v in whole.items() if isinstance(v, list) and v and all(isinstance(x, dict) for x in v)] \
+        if isinstance(whole, dict) else []  # {"data": [rows]}, {"train": [rows], "validation": [rows]}
+    if len(tables) == 1:
+        whole = whole[tables[0]]
+    elif tables:
+        raise CramError(f"{path} holds {len(tables)} lists of rows ({', '.join(tables)}): one file a list")
+    elif isinstance(whole, dict) and len(whole) > 1 and all(isinstance(v, (dict, list)) for v in whole.values()):
+        raise CramError(f"{path} holds a dict of columns (pandas' to_json() writes that): save a list of rows, "
+                        "to_json(path, orient='records')")
+    elif isinstance(whole, dict) and kind == ".json":
+        raise CramError(f"{path} holds one JSON object: a list of objects, one a row (.json), or one object a "
+                        "line (.jsonl)")
+    records = list(enumerate(whole, 1)) if isinstance(whole, list) else []  # numbered by object
+    for n, line in [] if isinstance(whole, list) else [(n, x) for n, x in enumerate(text.split("\n"), 1) if x.strip()]:
         try:
-            lines = csv.reader(io.StringIO(text, newline=""),  # "": a quoted field keeps its line ends
-                               delimiter=csv_separator(text.split("\n", 1)[0]))
-            records, end = [], 0
-            for fields in lines:  # a row's first line (a quoted field may hold line ends), its fields
-                start, end = end + 1, lines.line_num
-                if any(f.strip() for f in fields):
-                    records.append((start, fields))
-                    last[start] = end
-        except csv.Error as e:  # a NUL byte, a stray carriage return: not a text file
-            raise CramError(f"{path} line {lines.line_num} is not CSV ({e}): save it as CSV UTF-8") from None
-    columns = ([c.strip() for c in records.pop(0)[1]] if header else list(range(len(records[0][1])))) if records else []
-    if kind == ".csv" and len(columns) == 1 and "\t" in columns[0]:
-        raise CramError(f"{path}: its header holds tabs, not commas: a tab-separated file must be named .tsv")
-    if kind == ".tsv" and len(columns) == 1 and re.fullmatch(r"[\w.#-]+(,[\w.#-]+)+", str(columns[0])):
-        raise CramError(f"{path}: its header holds commas, not tabs: a comma-separated file must be named .csv")
-    return columns, [(n, dict(zip(columns, fields)) if len(fields) == len(columns) else
-                      f"{count(len(fields), 'field')}, expected {len(columns)}" + (f"; a quote opened here runs to "
-                      f"line {last[n]}: read as one row" if last.get(n, n) > n else ""))
-                     for n, fields in records]
+            records.append((n, json.loads(line, object_pairs_hook=KeyTwice.check)))
+        except ValueError as e:
+            raise CramError(f"{path} line {n} is not JSON ({e.msg}, column {e.colno}): one object a line "
+                            "(.jsonl), or a list of objects (.json)") from None
+    columns = list(dict.fromkeys(k for _, r in records if isinstance(r, dict) for k in r))
+    return columns, [(n, r if type(r) is dict else f"its object names the key {r.key!r} twice"
+                      if isinstance(r, KeyTwice) else "not a JSON object") for n, r in records]
+
+
+def csv_records(path, text, kind):
+    """A CSV's or TSV's rows as ([(first line, fields)], {first line: last line}): a quoted CSV field may hold line
+    ends, so a row may span lines. TSV: split on tabs only, a quote is text."""
+    if kind == ".tsv":
+        records = [(n, line.rstrip("\r").split("\t")) for n, line in enumerate(text.split("\n"), 1) if line.strip()]
+        return records, {n: n for n, _ in records}
+    reader = csv.reader(io.StringIO(text, newline=""),  # "": a quoted field keeps its line ends
+                        delimiter=csv_separator(text.split("\n", 1)[0]))
+    records, last, end = [], {}, 0
+    try:
+        for fields in reader:
+            start, end = end + 1, reader.line_num
+            if any(f.strip() for f in fields):
+                records.append((start, fields))
+                last[start] = end
+    except csv.Error as e:  # a NUL byte, a stray carriage return: not a text file
+        raise CramError(f"{path} line {reader.line_num} is not CSV ({e}): save it as CSV UTF-8") from None
+    return records, last
 
 
 class KeyTwice(dict):
@@ -271,6 +289,7 @@ class KeyTwice(dict):
 
 
 def no_rows(path, columns):
+    """The one-line error for a file with no rows: empty, or a header alone."""
     what = "holds its header and no rows" if columns else "is empty"
     return CramError(f"{path} {what}: it needs a header line and rows")
 
@@ -283,6 +302,7 @@ def match(columns, name):
 
 
 def check_columns(path, columns, wanted):
+    """Refuses a file whose header lacks a column the task reads, or names one twice."""
     if twice := next((c for c in wanted if columns.count(c) > 1), None):
         raise CramError(f"{path}: its header names the column {twice!r} twice: rename one of them (or, if that first "
                         "line is a row of data, add a header line)")
@@ -303,57 +323,80 @@ def read_split(task, path, limit=0, labelled=True):
     check_columns(path, columns, wanted)
     if match(columns, task.columns[2]) in [match(columns, c) for c in task.columns[:2] if c is not None]:
         raise CramError(f"the label column {task.columns[2]!r} is also a text column: the model would read its answer")
-    ids = {name: i for i, name in enumerate(task.labels or ())}
+    where = "object" if Path(path).suffix.lower() == ".json" else "line"  # a .json list's rows: by object
     a, b, y, kept, bad = [], [], [], [], []
     for n, row in rows:
         try:
-            if isinstance(row, str):
-                raise ValueError(row)
-            if nested := next((c for c in wanted if isinstance(row.get(c), (dict, list))), None):
-                raise ValueError(f"{nested!r} holds a JSON {type(row[nested]).__name__}, not text or a number")
-            values = [("" if row.get(c) is None else str(row[c])) for c in wanted]
-            if "\ufffd" in "".join(values):  # what errors="replace" made of bytes that are not UTF-8
-                raise ValueError("not UTF-8 text (from Excel: save as CSV UTF-8)")
-            if empty := next((c for c, v in zip(wanted, values) if not v.strip()), None):
-                raise ValueError(f"{empty!r} is empty")
-            if labelled and "\n" in values[-1]:  # a quote opened in the label runs on over the rows after it
-                raise ValueError(f"the label {values[-1].split(chr(10))[0][:30]!r}... runs on over "
-                                 f"{values[-1].rstrip().count(chr(10)) + 1} lines: a quote left open?")
-            if labelled and task.labels and values[-1].strip() not in ids and not task.hub:
-                label = values[-1].strip()  # 0.25 beside classes 0 and 1: a regression written as classes?
-                regression = NUMBER.fullmatch(label) and not INTEGER.fullmatch(label) and all(
-                    NUMBER.fullmatch(name) for name in task.labels)  # file_task's rule: a number that is no integer
-                raise CramError(f"{path} line {n}: the label {label[:40]!r} is not in the training file, "
-                                f"whose labels are {list(task.labels)[:20]}: fix the label, or train with it" +
-                                " (a regression? write the training labels with a point: 1.0)" * bool(regression))
-            if labelled and task.labels is None and not NUMBER.fullmatch(values[-1].strip()):
-                raise ValueError(f"the label {values[-1].strip()!r} is not a number")
-            label = None if not labelled else ids[values[-1].strip()] if task.labels else float(values[-1])
-            if labelled and not math.isfinite(label):
-                raise ValueError(f"the label {values[-1]!r} is not a finite number")
-        except (KeyError, ValueError) as e:  # KeyError: a label the GLUE task does not have
-            bad.append(f"line {n}: {e}" if isinstance(e, ValueError) else f"line {n}: unknown label {e}")
+            if why := unusable(row, wanted, labelled):
+                raise ValueError(why)
+            values = [str(row[c]) for c in wanted]  # (text A, text B where the task has one, label where labelled)
+            y.append(label_of(task, values[-1], f"{path} {where} {n}") if labelled else None)
+        except ValueError as e:
+            bad.append(f"{where} {n}: {e}")
             continue
         a.append(values[0])
         b.append(values[1] if task.columns[1] is not None else None)
-        y.append(label)
         kept.append((n, row))
         if len(kept) == limit:
             break
     if bad:
-        print(f"warning: {path}: skipped {count(len(bad), 'malformed row')} ({'; '.join(bad[:3])}"
-              f"{'; ...' * (len(bad) > 3)})",
-              file=sys.stderr)
+        print(f"warning: {path}: skipped {count(len(bad), 'unusable row')} ({'; '.join(bad[:3])}"
+              f"{'; ...' * (len(bad) > 3)})", file=sys.stderr)
     if not kept:
         raise CramError(f"{path} has no usable rows ({bad[0]}): it is not this task's file, or damaged")
-    ends = re.compile(r"([,;\t] *(?:" + "|".join(map(re.escape, task.labels or ())) + r")) *(?=\r?\n)")  # ",sport\n"
-    if task.labels and not task.hub and (inside := [(n, found) for (n, _), t in zip(kept, a)
-                                                    if "\n" in t and (found := ends.findall(t))]):
-        n, found = inside[0]  # rows swallowed by a quote that a later quote closed: the field counts look right
+    if task.labels and not task.hub:
+        warn_open_quote(task, path, kept, a)
+    return Split(a, None if task.columns[1] is None else b, np.array(y) if labelled else None, kept)
+
+
+def unusable(row, columns, labelled=True):
+    """Why a row of read_table cannot train or score a task that reads these columns (the label last, if labelled):
+    read_table's reason, a JSON list or object for a text, bytes that are not UTF-8, an empty field, a label that runs
+    over several lines. None: the row can be used."""
+    if isinstance(row, str):
+        return row
+    if nested := next((c for c in columns if isinstance(row.get(c), (dict, list))), None):
+        return f"{nested!r} holds a JSON {type(row[nested]).__name__}, not text or a number"
+    values = [("" if row.get(c) is None else str(row[c])) for c in columns]
+    if "\ufffd" in "".join(values):  # what errors="replace" made of bytes that are not UTF-8
+        return "not UTF-8 text (from Excel: save as CSV UTF-8)"
+    if empty := next((c for c, v in zip(columns, values) if not v.strip()), None):
+        return f"{empty!r} is empty"
+    if labelled and "\n" in values[-1]:  # a quote opened in the label runs on over the rows after it
+        first, lines = values[-1].split("\n")[0], values[-1].rstrip().count("\n") + 1
+        return f"the label {first[:30]!r}... runs on over {lines} lines: a quote left open?"
+    return None
+
+
+def label_of(task, text, where):
+    """A label's class id (a float for a regression). ValueError: its row is skipped (GLUE's few broken labels, a
+    regression's "N/A"); CramError: the file is refused, as a user's evaluation file holds a class the training
+    file lacks."""
+    label = text.strip()
+    if task.labels and label in task.labels:
+        return task.labels.index(label)
+    if task.labels and task.hub:
+        raise ValueError(f"unknown label {label!r}")
+    if task.labels:
+        regression = NUMBER.fullmatch(label) and not INTEGER.fullmatch(label) and all(
+            NUMBER.fullmatch(name) for name in task.labels)  # 0.25 beside classes 0 and 1 (file_task's rule)
+        raise CramError(f"{where}: the label {label[:40]!r} is not in the training file, whose labels are "
+                        f"{list(task.labels)[:20]}: fix the label, or train with it" +
+                        " (a regression? write the training labels with a point: 1.0)" * bool(regression))
+    if not NUMBER.fullmatch(label) or not math.isfinite(float(label)):
+        raise ValueError(f"the label {label!r} is not a {'finite ' * bool(NUMBER.fullmatch(label))}number")
+    return float(label)
+
+
+def warn_open_quote(task, path, kept, texts):
+    """Names texts holding lines that end like a row (",sport" and a line break): rows swallowed by a quote that a
+    later quote closed, where the field counts look right."""
+    ends = re.compile(r"([,;\t] *(?:" + "|".join(map(re.escape, task.labels)) + r")) *(?=\r?\n)")
+    if inside := [(n, found) for (n, _), t in zip(kept, texts) if "\n" in t and (found := ends.findall(t))]:
+        n, found = inside[0]
         print(f"warning: {path}: the text of line {n} holds {count(len(found), 'line')} that end like a row "
               f"({found[0][0] + found[0][1:].strip()!r}): a quote left open there? ({count(len(inside), 'text')} "
               "in all)", file=sys.stderr)
-    return Split(a, None if task.columns[1] is None else b, np.array(y) if labelled else None, kept)
 
 
 def read_hub(task, split, limit=0):
@@ -385,7 +428,7 @@ def load_task(task, args):
                         f"{len(train.a)} (--max_train {args.max_train}; 0: all): shuffle the file, or raise it")
     devs = {s: read_split(task, f) for s, (_, f) in task.evals.items()}
     seen = set() if task.hub else set(zip(train.a, train.b or train.a))  # a user's file: the training file again?
-    for s, dev in devs.items() if seen else ():
+    for s, dev in devs.items() if not task.hub else ():
         if same := sum(pair in seen for pair in zip(dev.a, dev.b or dev.a)):
             print(f"note: {same} of {task.evals[s][1]}'s {len(dev.a)} rows are training rows too: on those the score "
                   "measures memory, not how the model does on new text", file=sys.stderr)

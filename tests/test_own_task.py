@@ -1,5 +1,6 @@
 """Your own task as a specification: files in four formats, run_glue.py's column and label conventions, the no-model
 baseline, a kept classifier that classify.py uses (the same predictions, the same metric), and one-line errors."""
+import argparse
 import json
 import pickle
 import re
@@ -123,8 +124,8 @@ def test_a_stray_n_a_in_float_labels_keeps_the_regression_its_rows_skipped_and_n
              "--save_model", str(tmp_path / "m"), "--out", str(tmp_path), "--epochs", "1", "--seeds", "1",
              "--device", "cpu"])
     err = capsys.readouterr().err
-    assert "train.csv: skipped 1 malformed row (line 6: the label 'N/A' is not a number)" in err
-    assert "dev.csv: skipped 1 malformed row (line 8: the label 'N/A' is not a number)" in err
+    assert "train.csv: skipped 1 unusable row (line 6: the label 'N/A' is not a number)" in err
+    assert "dev.csv: skipped 1 unusable row (line 8: the label 'N/A' is not a number)" in err
     assert [t["n_train"] for t in json.loads((tmp_path / "glue.json").read_text("utf-8"))["tasks"].values()] == [23]
     classify.main(["--device", "cpu", str(tmp_path / "m"), "--input", dev])
     out, err = capsys.readouterr()
@@ -330,7 +331,7 @@ def test_empty_texts_are_skipped_and_named_in_one_warning(tmp_path, capsys):
     items[2]["sentence"] = "  "
     path = write(tmp_path / "t.csv", items)
     split = tasks.read_split(task_of(path), path)
-    assert len(split.a) == 4 and "skipped 1 malformed row (line 4: 'sentence' is empty)" in capsys.readouterr().err
+    assert len(split.a) == 4 and "skipped 1 unusable row (line 4: 'sentence' is empty)" in capsys.readouterr().err
 
 
 @pytest.mark.slow
@@ -436,7 +437,7 @@ def test_a_saved_classifier_of_another_task_is_never_replaced(kept, ckpt, tmp_pa
     assert {p.name: p.read_bytes() for p in (tmp / "model").iterdir()} == before
 
 
-# ---------------------------------------------------------------------------------------------- what a student's files do
+# ------------------------------------------------------------------------------------------ what a student's files do
 
 def test_excel_s_windows_csv_semicolons_and_spaced_headers_read_as_meant(tmp_path, capsys):
     (tmp_path / "cp1252.csv").write_bytes("text,label\r\ncafé très bon,positif\r\nmauvais,négatif\r\n".encode("cp1252"))
@@ -566,7 +567,7 @@ def test_a_stray_quote_says_how_many_lines_it_swallowed(tmp_path, capsys):
     (tmp_path / "stray.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
     split = tasks.read_split(task_of(write(tmp_path / "good.csv", rows(9))), str(tmp_path / "stray.csv"))
     assert len(split.a) == 3  # lines 2-4: the rest is one field
-    assert "skipped 1 malformed row (line 5: 1 field, expected 2; a quote opened here runs to line 31: read as " \
+    assert "skipped 1 unusable row (line 5: 1 field, expected 2; a quote opened here runs to line 31: read as " \
            "one row" in capsys.readouterr().err
 
 
@@ -585,7 +586,7 @@ def test_json_of_columns_one_object_or_nested_values_is_named_not_trained_on(tmp
     task = task_of(str(tmp_path / "nested.json"))
     assert task.labels == ("Sci/Tech", "sport", "world")  # not "['sport']"
     assert len(tasks.read_split(task, str(tmp_path / "nested.json")).a) == 4
-    assert "'sentence' holds a JSON dict, not text or a number; line 5: 'label' holds a JSON list" in \
+    assert "'sentence' holds a JSON dict, not text or a number; object 5: 'label' holds a JSON list" in \
         capsys.readouterr().err
 
 
@@ -598,6 +599,16 @@ def test_a_json_object_naming_a_key_twice_is_skipped_not_read_as_its_last_value(
         split = tasks.read_split(task_of(write(tmp_path / "good.csv", rows(9))), str(tmp_path / name))
         assert len(split.a) == 5 and "the first text" not in split.a
         assert "its object names the key " in capsys.readouterr().err
+
+
+def test_a_label_only_skipped_rows_hold_is_no_class_and_an_empty_json_list_is_an_empty_file(tmp_path, capsys):
+    items = rows(9) + [{"sentence": "", "label": "neutral"}]  # its text empty: read_split skips the row
+    task = task_of(write(tmp_path / "t.csv", items))
+    assert task.labels == ("Sci/Tech", "sport", "world")  # not "neutral": no class that no row can train
+    assert len(tasks.load_task(task, argparse.Namespace(max_train=0))[0].a) == 9
+    (tmp_path / "empty.json").write_text("[]\n", encoding="utf-8")
+    with pytest.raises(tasks.CramError, match=r"empty.json is empty: it needs a header line and rows"):
+        tasks.read_split(task, str(tmp_path / "empty.json"))
 
 
 def test_a_file_mostly_utf_8_keeps_its_utf_8_lines_and_says_how_many_were_not(tmp_path, capsys):
