@@ -77,8 +77,8 @@ PROTOCOL_STEPS = sum(math.ceil(n / PAPER["batch_size"]) for n in GLUE_TRAIN_ROWS
 
 
 def lr_at(step, total, peak, warmup=PAPER["warmup"]):
-    """Linear warm-up over the first warmup fraction of the steps, then cosine decay towards 0 (reached one step
-    after the last)."""
+    """Linear warm-up over the first warmup fraction of the steps (one at least: a run under 15 steps starts at the
+    peak), then cosine decay towards 0 (reached one step after the last)."""
     n_warm = max(1, round(warmup * total))
     if step < n_warm:
         return peak * (step + 1) / n_warm
@@ -143,9 +143,9 @@ def plan_batches(sizes, args, seeds):
 def finetune(models, ids, labels, args, seeds, device, desc, pace=None):
     """args.epochs passes over (ids, labels) for each model, in its seed's order, in batches of args.batch_size of
     similar length (plan_batches); returns each model's last loss. The models (one a seed, seeds_together of them)
-    train together, as one (hardware.together; on a CPU one). The data go to the device once, nothing is read back
-    until the end. With CUDA graphs or --compile a batch is padded to a multiple of 32 tokens: at most 4 shapes (each
-    costs two plain steps, or a compile), at most 31 padded tokens. pace(seconds a step, seconds of the warm-up, its
+    train together, as one (hardware.together; by default on a CPU one). The data go to the device once, nothing is
+    read back until the end. With CUDA graphs or --compile a batch is padded to a multiple of 32 tokens: at most 31
+    padded tokens, max_len / 32 shapes (4 at 128; each costs two plain steps, or a compile). pace(seconds a step, seconds of the warm-up, its
     steps): once, the mean time of timed_steps' 200 and of the steps before them (compiling, recording graphs)."""
     sizes = [len(s) for s in ids]
     rows, real = plan_batches(sizes, args, seeds)  # (steps, S, B): each step's example numbers; 0 in real: a filler
@@ -174,13 +174,14 @@ def finetune(models, ids, labels, args, seeds, device, desc, pace=None):
 
 
 def timed_steps(widths, warms, first=300, n=200):
-    """(start, end): the steps whose mean time is the pace, warmed up: from step `first`, or, where `warms` (a new
-    width's first steps record a graph or compile), the first n steps after it that no new width enters; None: the run
-    is too short."""
-    seen, start = {}, first
+    """(start, end): the steps whose mean time is the pace, warmed up: from step `first`, or, where `warms` (a width's
+    first step compiles, its second records a CUDA graph: hardware.Replay), the first n steps after it that neither
+    falls in; None: the run is too short."""
+    seen, start = {}, first  # width -> the steps of its first two appearances
     for step, width in enumerate(widths):
-        seen.setdefault(width, step)
-    for step in sorted(seen.values()) if warms else ():  # the first window that no new width's warm-up falls in
+        if len(seen.setdefault(width, [])) < 2:
+            seen[width].append(step)
+    for step in sorted(sum(seen.values(), [])) if warms else ():  # the first window that no warm-up falls in
         if start - 3 <= step < start + n:
             start = step + 3
     return (start, start + n) if start + n < len(widths) else None
@@ -270,8 +271,8 @@ def parse_args(argv=None):
 
 def plan_run(args, data, device, pretrained, random_inits):
     """How this run trains on its device, set in args (compile, seeds_together: hardware.fine_tuning_plan) and said in
-    one line; returns (paced, pace): finetune's pace(step_s, warm_s) prints, once, the projection of this run and of
-    the paper's protocol from the seconds a step, and keeps them in paced (glue.json)."""
+    one line; returns (paced, pace): finetune's pace(step_s, warm_s, warm_steps) prints, once, the projection of this
+    run and of the paper's protocol from the seconds a step, and keeps them in paced (glue.json)."""
     batches = sum(math.ceil(len(train.a) / args.batch_size) for _, train, _ in data.values()) * args.epochs * \
         args.seeds * len(random_inits)  # every seed's; what compiling must earn back (hardware.fine_tuning_plan)
     heads = len({len(task.labels or [0]) for task, _, _ in data.values()})  # head shapes: each compiles graphs
@@ -280,7 +281,7 @@ def plan_run(args, data, device, pretrained, random_inits):
     steps = batches // args.seeds * math.ceil(args.seeds / args.seeds_together)  # seeds_together seeds in a step
     protocol = PROTOCOL_STEPS // 5 * math.ceil(5 / args.seeds_together)  # its 5 seeds, seeds_together at once
     graphed = use_cuda_graphs(device)  # each step replayed as a CUDA graph (hardware.Replay)
-    print(f"this run: {steps:,} steps ({count(args.seeds, 'seed')} x {args.epochs} epochs"
+    print(f"this run: {count(steps, 'step')} ({count(args.seeds, 'seed')} x {count(args.epochs, 'epoch')}"
           f"{' x 2 inits' * args.vs_random} in batches of {args.batch_size}, {count(args.seeds_together, 'seed')} in "
           f"a step); on {device}" + " each step a CUDA graph" * graphed
           + f", compiled ({batches:,} batches: each shape's first steps wait for the compiler)" * args.compile)

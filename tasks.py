@@ -541,6 +541,8 @@ def one_row(task, preds, labels, row="dev row"):
         return None
     if task.labels is not None:
         return f"one {row} is worth {100 / n:.1f} points of accuracy here ({n} rows)"
+    if n < 3:  # a correlation of 1 or 2 rows is 0 or +-1 whatever the model
+        return f"{count(n, row)} cannot measure {main}: a correlation needs 3 rows at least"
     rest = np.array([np.delete(np.arange(n), i) for i in range(n)])                       # (N, N - 1)
     moved = np.abs(compute_metrics(task, preds[rest], labels[rest])[main] - compute_metrics(task, preds, labels)[main])
     return f"leaving out one {row} moves {main} by up to {moved.max():.1f} points here ({n} rows)"
@@ -565,7 +567,8 @@ def average(table):
 
 
 def count(n, word):
-    return f"{n} {word}{'s' * (n != 1)}"
+    """"1 seed", "2 seeds", "1,250 rows"."""
+    return f"{n:,} {word}{'s' * (n != 1)}"
 
 
 def difference(a, b):

@@ -585,6 +585,8 @@ def test_the_pace_is_timed_once_every_width_has_been_seen_where_a_new_one_record
     late = [64] * 2000
     late[1850] = 32  # a width first seen long after the window: the window stays where it was (a review, 11-27)
     assert fg.timed_steps(late, warms=True) == (300, 500)
+    back = [32] * 350 + [64] + [32] * 100 + [64] + [32] * 600  # 64 back at 451: its graph recorded there
+    assert fg.timed_steps(back, warms=True) == (454, 654)
 
 
 def test_seeds_as_one_model_run_attention_in_plain_ops_that_vmap_batches_on_any_device():

@@ -86,6 +86,9 @@ def test_one_row_is_100_over_n_points_of_accuracy_or_the_most_one_left_out_row_m
     full = np.corrcoef(preds, labels)[0, 1]
     moved = max(abs(np.corrcoef(np.delete(preds, i), np.delete(labels, i))[0, 1] - full) for i in range(5))
     assert f"moves pearson by up to {100 * moved:.1f} points here (5 rows)" in tasks.one_row(SCORES, preds, labels)
+    for n in (1, 2):  # a regression's dev set of one row crashed here after training (a reading, 11-27)
+        assert tasks.one_row(SCORES, preds[:n], labels[:n]).endswith("cannot measure pearson: a correlation needs 3 "
+                                                                     "rows at least")
 
 
 # ---------------------------------------------------------------------------------------------- end to end
