@@ -29,7 +29,7 @@ from classifier import decide, encode, load_classifier, predict  # the fine-tune
 from cram import CramError, pick_device
 from hardware import safe_console
 from tasks import INTERVAL_WORDS, NUMBER, Split, Task, compute_metrics, excel_style, intervals, one_row, read_split
-from tasks import match, read_table
+from tasks import match, read_table, row_name
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -93,7 +93,7 @@ def label_file(path, output, task, info, labeller):
     shown, probs, preds = labeller(split)
     done = {n: i for i, (n, _) in enumerate(split.rows)}
     given = {str(r[task.columns[2]]).strip(): r[task.columns[2]] for _, r in rows  # JSON: 1 stays 1, true true
-             if isinstance(r, dict) and r.get(task.columns[2]) is not None}
+             if isinstance(r, dict) and r.get(task.columns[2]) is not None and not isinstance(r[task.columns[2]], str)}
     labelled = [{**r, "prediction": "" if n not in done else given.get(shown[done[n]], shown[done[n]]),
                  **({"probability": "" if n not in done else round(probs[done[n]], 6)} if info["labels"] else {})}
                 for n, r in rows if isinstance(r, dict)]
@@ -112,9 +112,13 @@ def score(task, info, rows, preds, path):
     """The task's metrics on the rows whose label column holds a label (none if the file has no such column)."""
     truth = [("" if row.get(task.columns[2]) is None else str(row[task.columns[2]])).strip() for _, row in rows]
     known = [i for i, y in enumerate(truth) if y]
+    if open_quote := [i for i in known if "\n" in truth[i]]:  # a quote left open in a label: as fine-tuning did
+        print(f"warning: {path}: {len(open_quote)} rows whose label runs over several lines (a quote left open?) are "
+              f"left out of the metric (the first: {row_name(path, rows[open_quote[0]][0])})", file=sys.stderr)
+        known = [i for i in known if "\n" not in truth[i]]
     if task.labels is None and (odd := [i for i in known if not NUMBER.fullmatch(truth[i])]):  # as fine-tuning did
         print(f"warning: {path}: {len(odd)} rows whose label is not a number are left out of the metric (the first: "
-              f"line {rows[odd[0]][0]}, {truth[odd[0]]!r})", file=sys.stderr)
+              f"{row_name(path, rows[odd[0]][0])}, {truth[odd[0]]!r})", file=sys.stderr)
         known = [i for i in known if NUMBER.fullmatch(truth[i])]
     if not known:
         return
@@ -166,6 +170,8 @@ def main(argv=None):
     try:
         if bool(args.texts) == bool(args.input):
             raise CramError("give texts to label, or --input FILE (one of the two)")
+        if file := next((t for t in args.texts if os.path.isfile(t)), None):  # classify.py DIR dev.csv
+            raise CramError(f"{file!r} is a file, not a text: label its rows with --input {file}")
         if args.batch_size is not None and args.batch_size < 1:
             raise CramError(f"--batch_size must be >= 1 (got {args.batch_size})")
         output = args.input and output_of(args.input, args.output, args.overwrite)

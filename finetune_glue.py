@@ -145,8 +145,8 @@ def finetune(models, ids, labels, args, seeds, device, desc, pace=None):
     similar length (plan_batches); returns each model's last loss. The models (one a seed, seeds_together of them)
     train together, as one (hardware.together; by default on a CPU one). The data go to the device once, nothing is
     read back until the end. With CUDA graphs or --compile a batch is padded to a multiple of 32 tokens: at most 31
-    padded tokens, max_len / 32 shapes (4 at 128; each costs two plain steps, or a compile). pace(seconds a step, seconds of the warm-up, its
-    steps): once, the mean time of timed_steps' 200 and of the steps before them (compiling, recording graphs)."""
+    padded tokens, max_len / 32 shapes (4 at 128; each costs two plain steps, or a compile). pace(seconds a step,
+    seconds of the warm-up, its steps): once, the mean time of timed_steps' 200 and of the steps before them."""
     sizes = [len(s) for s in ids]
     rows, real = plan_batches(sizes, args, seeds)  # (steps, S, B): each step's example numbers; 0 in real: a filler
     params, forward, done = together(models, device)

@@ -94,10 +94,10 @@ def file_task(args):
     cols = (names[0], names[1] if len(names) == 2 else None, match(columns, args.label_column))
     check_columns(args.train_file, columns, cols)
     read = [c for c in cols if c is not None]
-    given = [str(r[cols[2]]).strip() for _, r in rows if not unusable(r, read)]  # the rows read_split keeps
+    why = [unusable(r, read) for _, r in rows]  # None for the rows read_split keeps
+    given = [str(r[cols[2]]).strip() for (_, r), bad in zip(rows, why) if not bad]
     if not given:
-        raise CramError(f"{args.train_file}: no row has a label in its column {cols[2]!r} (empty, or a JSON list or "
-                        "object)")
+        raise no_usable_rows(args.train_file, f"{row_name(args.train_file, rows[0][0])}: {why[0]}")
     distinct = set(given)
     numbers = {v for v in distinct if NUMBER.fullmatch(v)}
     if 2 * sum(v in numbers for v in given) > len(given) and any(not INTEGER.fullmatch(v) for v in numbers):
@@ -117,6 +117,12 @@ def file_task(args):
 # Data: rows of CSV, TSV or JSON files (or GLUE from the hub) as a task's texts and labels.
 
 NOTED = set()  # the files read_table has said are Windows-1252
+BY_OBJECT = set()  # the .json files whose rows read_table numbers by object (a list of them), not by line
+
+
+def row_name(path, n):
+    """How a message names row n of a file read by read_table: "line 7", or "object 7" in a JSON list."""
+    return f"{'object' if path in BY_OBJECT else 'line'} {n}"
 
 
 def pick_tasks(args):
@@ -229,7 +235,7 @@ def json_rows(path, text, kind):
         whole = json.loads(text, object_pairs_hook=KeyTwice.check)
     except ValueError:
         whole = None  # JSON Lines: a second object after the first
-    tables = [k for k, v in whole.items() if isinstance(v, list) and v and all(isinstance(x, dict) for x in v)] \
+    tables = [k for k, v in whole.items() if isinstance(v, list) and all(isinstance(x, dict) for x in v)] \
         if isinstance(whole, dict) else []  # {"data": [rows]}, {"train": [rows], "validation": [rows]}
     if len(tables) == 1:
         whole = whole[tables[0]]
@@ -242,6 +248,7 @@ def json_rows(path, text, kind):
         raise CramError(f"{path} holds one JSON object: a list of objects, one a row (.json), or one object a "
                         "line (.jsonl)")
     records = list(enumerate(whole, 1)) if isinstance(whole, list) else []  # numbered by object
+    (BY_OBJECT.add if isinstance(whole, list) else BY_OBJECT.discard)(path)
     for n, line in [] if isinstance(whole, list) else [(n, x) for n, x in enumerate(text.split("\n"), 1) if x.strip()]:
         try:
             records.append((n, json.loads(line, object_pairs_hook=KeyTwice.check)))
@@ -301,11 +308,17 @@ def match(columns, name):
     return next((c for c in columns if isinstance(c, str) and c.lower() == name.lower()), name)
 
 
+def no_usable_rows(path, first):
+    """The one-line error for a file none of whose rows a task can use; first: why its first row cannot."""
+    return CramError(f"{path} has no usable rows ({first}): it is not this task's file, or damaged")
+
+
 def check_columns(path, columns, wanted):
     """Refuses a file whose header lacks a column the task reads, or names one twice."""
-    if twice := next((c for c in wanted if columns.count(c) > 1), None):
-        raise CramError(f"{path}: its header names the column {twice!r} twice: rename one of them (or, if that first "
-                        "line is a row of data, add a header line)")
+    names = [str(c).lower() for c in columns]  # Text and text: one name to match (tasks.match)
+    if twice := next((c for c in wanted if c is not None and names.count(str(c).lower()) > 1), None):
+        raise CramError(f"{path}: its header names the column {twice!r} twice (in any case): rename one of them (or, "
+                        "if that first line is a row of data, add a header line)")
     if missing := [c for c in wanted if c is not None and c not in columns]:
         raise CramError(f"{path} has no column {missing[0]!r}; its columns are {str(columns)[:200]}: another task's "
                         "file? Name the columns with --text_columns a[,b] and --label_column")
@@ -323,16 +336,15 @@ def read_split(task, path, limit=0, labelled=True):
     check_columns(path, columns, wanted)
     if match(columns, task.columns[2]) in [match(columns, c) for c in task.columns[:2] if c is not None]:
         raise CramError(f"the label column {task.columns[2]!r} is also a text column: the model would read its answer")
-    where = "object" if Path(path).suffix.lower() == ".json" else "line"  # a .json list's rows: by object
     a, b, y, kept, bad = [], [], [], [], []
     for n, row in rows:
         try:
             if why := unusable(row, wanted, labelled):
                 raise ValueError(why)
             values = [str(row[c]) for c in wanted]  # (text A, text B where the task has one, label where labelled)
-            y.append(label_of(task, values[-1], f"{path} {where} {n}") if labelled else None)
+            y.append(label_of(task, values[-1], f"{path} {row_name(path, n)}") if labelled else None)
         except ValueError as e:
-            bad.append(f"{where} {n}: {e}")
+            bad.append(f"{row_name(path, n)}: {e}")
             continue
         a.append(values[0])
         b.append(values[1] if task.columns[1] is not None else None)
@@ -343,7 +355,7 @@ def read_split(task, path, limit=0, labelled=True):
         print(f"warning: {path}: skipped {count(len(bad), 'unusable row')} ({'; '.join(bad[:3])}"
               f"{'; ...' * (len(bad) > 3)})", file=sys.stderr)
     if not kept:
-        raise CramError(f"{path} has no usable rows ({bad[0]}): it is not this task's file, or damaged")
+        raise no_usable_rows(path, bad[0])
     if task.labels and not task.hub:
         warn_open_quote(task, path, kept, a)
     return Split(a, None if task.columns[1] is None else b, np.array(y) if labelled else None, kept)
@@ -378,11 +390,13 @@ def label_of(task, text, where):
     if task.labels and task.hub:
         raise ValueError(f"unknown label {label!r}")
     if task.labels:
-        regression = NUMBER.fullmatch(label) and not INTEGER.fullmatch(label) and all(
-            NUMBER.fullmatch(name) for name in task.labels)  # 0.25 beside classes 0 and 1 (file_task's rule)
-        raise CramError(f"{where}: the label {label[:40]!r} is not in the training file, whose labels are "
-                        f"{list(task.labels)[:20]}: fix the label, or train with it" +
-                        " (a regression? write the training labels with a point: 1.0)" * bool(regression))
+        number = NUMBER.fullmatch(label) and not INTEGER.fullmatch(label) and all(
+            NUMBER.fullmatch(name) for name in task.labels)  # 0.25 or 1.0 beside classes 0 and 1 (file_task's rule)
+        whole = number and float(label).is_integer() and f"{float(label):.0f}" in task.labels
+        raise CramError(f"{where}: the label {label[:40]!r} is not in the training file's usable rows, whose labels "
+                        f"are {list(task.labels)[:20]}: fix the label, or train with it" +
+                        (f" (a class? write it {float(label):.0f}, as the training file does)" if whole else
+                         " (a regression? write the training labels with a point: 1.0)" if number else ""))
     if not NUMBER.fullmatch(label) or not math.isfinite(float(label)):
         raise ValueError(f"the label {label!r} is not a {'finite ' * bool(NUMBER.fullmatch(label))}number")
     return float(label)

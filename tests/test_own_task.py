@@ -226,6 +226,21 @@ def test_classify_writes_any_format_and_scores_only_labels_it_knows(kept, capsys
         assert all(r["prediction"] in TOPICS for _, r in written)
 
 
+def test_classify_leaves_a_label_run_on_by_an_open_quote_out_of_the_metric_and_writes_labels_unpadded(kept, capsys):
+    tmp, _, dev, _ = kept
+    text = ["sentence1,sentence2,label"] + [f"the cat {i},the dog {i}, {TOPICS[i % 3]}  " for i in range(8)]
+    text[5] = 'the cat 4,the dog 4,"sport'  # line 6's label opens a quote: it runs over the rows after it
+    (tmp / "quoted.csv").write_text("\n".join(text) + "\n", encoding="utf-8")  # labels padded: " world  "
+    source = str(tmp / "quoted.csv")
+    classify.main(["--device", "cpu", str(tmp / "model"), "--input", source])
+    captured = capsys.readouterr()
+    assert "1 rows whose label runs over several lines (a quote left open?) are left out of the metric (the " \
+        "first: line 6)" in captured.err
+    assert "on the 4 labelled rows of" in captured.out  # the 4 rows before it, not "no metric"
+    written = tasks.read_table(str(Path(source).with_suffix(".predicted.csv")))[1]
+    assert all(r["prediction"] in TOPICS for _, r in written)  # not " sport  "
+
+
 def test_classify_labels_texts_given_on_the_command_line_with_sep_between_a_pair(kept, capsys):
     tmp, _, dev, _ = kept
     first = tasks.read_table(dev)[1][0][1]
@@ -287,6 +302,9 @@ def test_bad_own_task_inputs_are_one_line_errors_and_write_nothing(ckpt, tmp_pat
                                                                                     "label": "0.25"}])
     two = write(tmp_path / "two.csv", rows(4, label=lambda i: str(i % 2)) + [{"sentence": "a", "label": "2"}])
     half = write(tmp_path / "half.csv", rows(4) + [{"sentence": "a", "label": "0.5"}])  # beside word classes
+    pointed = write(tmp_path / "pointed.csv", rows(4, label=lambda i: str(i % 2)) + [{"sentence": "a",
+                                                                                    "label": "1.0"}])
+    no_text = write(tmp_path / "no_text.csv", [{**r, "sentence": " "} for r in rows(3)])  # every text empty
     (tmp_path / "foreign").mkdir()
     (tmp_path / "foreign" / "notes.txt").write_text("my thesis", encoding="utf-8")
     (tmp_path / "header.csv").write_text("sentence,label\n", encoding="utf-8")
@@ -301,15 +319,21 @@ def test_bad_own_task_inputs_are_one_line_errors_and_write_nothing(ckpt, tmp_pat
         "has no column 'review'; its columns are ['sentence', 'label']":
             ["--train_file", good, "--validation_file", good, "--text_columns", "review"],
         "empty.csv is empty": ["--train_file", good, "--validation_file", tmp_path / "empty.csv"],
-        "unseen.csv line 6: the label 'weather' is not in the training file, whose labels are ['Sci/Tech', 'sport', "
-        "'world']: fix the label, or train with it": ["--train_file", good, "--validation_file", unseen],
-        "quarter.csv line 6: the label '0.25' is not in the training file, whose labels are ['0', '1']: fix the label, "
-        "or train with it (a regression? write the training labels with a point: 1.0)":
+        "unseen.csv line 6: the label 'weather' is not in the training file's usable rows, whose labels are "
+        "['Sci/Tech', 'sport', 'world']: fix the label, or train with it": ["--train_file", good,
+                                                                            "--validation_file", unseen],
+        "quarter.csv line 6: the label '0.25' is not in the training file's usable rows, whose labels are ['0', "
+        "'1']: fix the label, or train with it (a regression? write the training labels with a point: 1.0)":
             ["--train_file", binary, "--validation_file", quarter],
-        "two.csv line 6: the label '2' is not in the training file, whose labels are ['0', '1']: fix the label, or "
-        "train with it": ["--train_file", binary, "--validation_file", two],  # an integer: no hint (nor for 0.5 below)
-        "half.csv line 6: the label '0.5' is not in the training file, whose labels are ['Sci/Tech', 'sport', "
-        "'world']: fix the label, or train with it": ["--train_file", good, "--validation_file", half],
+        "two.csv line 6: the label '2' is not in the training file's usable rows, whose labels are ['0', '1']: fix "
+        "the label, or train with it": ["--train_file", binary, "--validation_file", two],  # an integer: no hint
+        "half.csv line 6: the label '0.5' is not in the training file's usable rows, whose labels are ['Sci/Tech', "
+        "'sport', 'world']: fix the label, or train with it": ["--train_file", good, "--validation_file", half],
+        "pointed.csv line 6: the label '1.0' is not in the training file's usable rows, whose labels are ['0', '1']: "
+        "fix the label, or train with it (a class? write it 1, as the training file does)":
+            ["--train_file", binary, "--validation_file", pointed],
+        "no_text.csv has no usable rows (line 2: 'sentence' is empty)": ["--train_file", no_text,
+                                                                          "--validation_file", good],
         "every row has the label 'sport': a classifier needs two classes": ["--train_file", single,
                                                                              "--validation_file", good],
         "holds something that is not a saved classifier": ["--train_file", good, "--validation_file", good,
@@ -322,6 +346,7 @@ def test_bad_own_task_inputs_are_one_line_errors_and_write_nothing(ckpt, tmp_pat
         line = one_line(base + args)
         assert line.startswith("finetune_glue.py: error:") and needle in line, (needle, line)
         assert "regression?" not in line or "0.25" in line  # the hint only where a label looks like a regression's
+        assert "a class?" not in line or "1.0" in line
     assert (tmp_path / "foreign" / "notes.txt").read_text(encoding="utf-8") == "my thesis"
     assert not (tmp_path / "out").exists()  # not even an empty folder: every file is read before it is made
 
@@ -344,6 +369,8 @@ def test_classify_refuses_empty_text_a_pair_without_sep_and_overwriting_its_inpu
         [tmp / "model", "--input", dev, "--text_columns", "sentence1,label", "--output", tmp / "x.csv"], "classify.py")
     assert f"{tmp} is a folder: name a data file in it" in one_line([tmp / "model", "--input", tmp], "classify.py")
     assert "not a saved classifier" in one_line([tmp, "text"], "classify.py")
+    assert f"is a file, not a text: label its rows with --input {dev}" in one_line([tmp / "model", dev],
+                                                                                   "classify.py")
     typo = one_line([tmp / "modle", "text"], "classify.py")
     assert typo.endswith(f"no folder {tmp / 'modle'}: check the path (finetune_glue.py ... --save_model DIR made it)")
 
@@ -550,7 +577,7 @@ def test_a_file_that_is_not_text_or_is_a_folder_is_named_as_such(tmp_path):
 
 def test_a_header_that_names_a_column_twice_or_a_comma_file_named_tsv_is_one_line(tmp_path):
     (tmp_path / "dup.csv").write_text("text,label,text\nthe cat,pets,note 1\nthe dog,pets,note 2\n", encoding="utf-8")
-    with pytest.raises(tasks.CramError, match=r"dup.csv: its header names the column 'text' twice: rename one"):
+    with pytest.raises(tasks.CramError, match=r"dup.csv: its header names the column 'text' twice \(in any case\)"):
         task_of(str(tmp_path / "dup.csv"))
     (tmp_path / "trailing.csv").write_text("text,label,,,note,note\nthe cat,pets,,,a,b\nthe dog,birds,,,a,b\n",
                                            encoding="utf-8")  # Excel's empty columns; a name twice that is not read
@@ -609,6 +636,21 @@ def test_a_label_only_skipped_rows_hold_is_no_class_and_an_empty_json_list_is_an
     (tmp_path / "empty.json").write_text("[]\n", encoding="utf-8")
     with pytest.raises(tasks.CramError, match=r"empty.json is empty: it needs a header line and rows"):
         tasks.read_split(task, str(tmp_path / "empty.json"))
+
+
+def test_json_rows_are_named_by_line_unless_a_list_and_a_header_s_column_twice_in_two_cases_is_refused(tmp_path,
+                                                                                                          capsys):
+    lines = [json.dumps(r) for r in rows(6)]
+    lines[3] = json.dumps({"sentence": "", "label": "sport"})
+    (tmp_path / "lines.json").write_text("\n\n".join(lines) + "\n", encoding="utf-8")  # JSON Lines in a .json
+    tasks.read_split(task_of(write(tmp_path / "good.csv", rows(9))), str(tmp_path / "lines.json"))
+    assert "(line 7: 'sentence' is empty)" in capsys.readouterr().err  # its line, not its object's number
+    (tmp_path / "empty.json").write_text('{"data": []}', encoding="utf-8")
+    with pytest.raises(tasks.CramError, match="empty.json is empty"):
+        tasks.read_split(task_of(str(tmp_path / "good.csv")), str(tmp_path / "empty.json"))
+    (tmp_path / "cases.csv").write_text("Text,text,label\na,b,sport\nc,d,world\n", encoding="utf-8")
+    with pytest.raises(tasks.CramError, match=r"names the column 'text' twice \(in any case\)"):
+        task_of(str(tmp_path / "cases.csv"))
 
 
 def test_a_file_mostly_utf_8_keeps_its_utf_8_lines_and_says_how_many_were_not(tmp_path, capsys):
