@@ -120,7 +120,7 @@ def left_out(path):
 
 
 def unlinked(text):
-    """A page whose links to a left-out page (the lab notebook, ...) keep their words and lose the link: no dead link."""
+    """A page whose links to a left-out page (the lab notebook, ...) keep their words, not the link: no dead link."""
     pages = "|".join(re.escape(Path(x).name) for x in LEAVE_OUT if x.endswith(".md"))
     return re.sub(rf"\[([^\]]+)\]\((?:[\w./]*/)?(?:{pages})(?:#[^)]*)?\)", r"\1", text)
 

@@ -88,8 +88,8 @@ def side_by_side(runs):
     for run, steps, evals in runs:
         base, last = unigram_baseline(run), evals[-1]["val_loss"] if evals else None
         under = base - last if base is not None and last is not None else None
-        rows.append((os.path.basename(os.path.normpath(run)), steps[-1].get("step", len(steps)), steps[-1].get("tokens"),
-                     last, under))
+        rows.append((os.path.basename(os.path.normpath(run)), steps[-1].get("step", len(steps)),
+                     steps[-1].get("tokens"), last, under))
         config = run_config(run)
         same = {k: v for k, v in config.items() if k not in ("seed", "out_dir", "resume")}
         same["code"] = run_config(run, "run").get("code")  # the .py files that ran (logs from 2026-11-27 on)
