@@ -29,7 +29,7 @@ from classifier import decide, encode, load_classifier, predict  # the fine-tune
 from cram import CramError, pick_device
 from hardware import safe_console
 from tasks import INTERVAL_WORDS, NUMBER, Split, Task, compute_metrics, excel_style, intervals, one_row, read_split
-from tasks import match, read_table, row_name
+from tasks import count, match, read_table, row_name
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -113,12 +113,13 @@ def score(task, info, rows, preds, path):
     truth = [("" if row.get(task.columns[2]) is None else str(row[task.columns[2]])).strip() for _, row in rows]
     known = [i for i, y in enumerate(truth) if y]
     if open_quote := [i for i in known if "\n" in truth[i]]:  # a quote left open in a label: as fine-tuning did
-        print(f"warning: {path}: {len(open_quote)} rows whose label runs over several lines (a quote left open?) are "
-              f"left out of the metric (the first: {row_name(path, rows[open_quote[0]][0])})", file=sys.stderr)
+        print(f"warning: {path}: left out of the metric: {count(len(open_quote), 'row')} whose label runs over "
+              f"several lines (a quote left open? the first: {row_name(path, rows[open_quote[0]][0])})",
+              file=sys.stderr)
         known = [i for i in known if "\n" not in truth[i]]
     if task.labels is None and (odd := [i for i in known if not NUMBER.fullmatch(truth[i])]):  # as fine-tuning did
-        print(f"warning: {path}: {len(odd)} rows whose label is not a number are left out of the metric (the first: "
-              f"{row_name(path, rows[odd[0]][0])}, {truth[odd[0]]!r})", file=sys.stderr)
+        print(f"warning: {path}: left out of the metric: {count(len(odd), 'row')} whose label is not a number (the "
+              f"first: {row_name(path, rows[odd[0]][0])}, {truth[odd[0]]!r})", file=sys.stderr)
         known = [i for i in known if NUMBER.fullmatch(truth[i])]
     if not known:
         return
@@ -170,7 +171,8 @@ def main(argv=None):
     try:
         if bool(args.texts) == bool(args.input):
             raise CramError("give texts to label, or --input FILE (one of the two)")
-        if file := next((t for t in args.texts if os.path.isfile(t)), None):  # classify.py DIR dev.csv
+        if file := next((t for t in args.texts if os.path.isfile(t) and Path(t).suffix.lower() in (
+                ".csv", ".tsv", ".json", ".jsonl", ".txt")), None):  # classify.py DIR dev.csv
             raise CramError(f"{file!r} is a file, not a text: label its rows with --input {file}")
         if args.batch_size is not None and args.batch_size < 1:
             raise CramError(f"--batch_size must be >= 1 (got {args.batch_size})")

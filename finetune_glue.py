@@ -77,8 +77,8 @@ PROTOCOL_STEPS = sum(math.ceil(n / PAPER["batch_size"]) for n in GLUE_TRAIN_ROWS
 
 
 def lr_at(step, total, peak, warmup=PAPER["warmup"]):
-    """Linear warm-up over the first warmup fraction of the steps (one at least: a run under 15 steps starts at the
-    peak), then cosine decay towards 0 (reached one step after the last)."""
+    """Linear warm-up over the first warmup fraction of the steps (one at least: at 0.1, a run under 15 steps starts
+    at the peak), then cosine decay towards 0 (reached one step after the last)."""
     n_warm = max(1, round(warmup * total))
     if step < n_warm:
         return peak * (step + 1) / n_warm

@@ -106,8 +106,8 @@ def file_task(args):
         labels = tuple(sorted(distinct, key=lambda v: (v not in numbers, float(v) if v in numbers else 0, v)))
         metrics = ("acc", "macro_f1") + ("mcc",) * (len(labels) == 2)
         if len(labels) < 2:
-            raise CramError(f"{args.train_file}: every row has the label {next(iter(distinct), '')!r}: a classifier "
-                            "needs two classes at least (a regression: float labels, written with a decimal point)")
+            raise CramError(f"{args.train_file}: every usable row has the label {next(iter(distinct), '')!r}: a "
+                            "classifier needs two classes at least (a regression: labels not written whole, 2.5)")
     stem = Path(args.train_file).stem
     name = args.task_name or (stem if stem.lower() not in SPLIT_NAMES else Path(args.train_file).resolve().parent.name)
     return Task(name, cols, labels, metrics, args.train_file, {name: (name, args.validation_file)})
@@ -222,7 +222,7 @@ def decode(path, kind, guess_encoding=True):
     guessed = [n for n, (_, windows) in enumerate(lines, 1) if windows]
     if path not in NOTED:  # once a file: finetune_glue.py reads a training file twice (columns, then rows)
         NOTED.add(path)
-        print(f"note: {path}: {count(len(guessed), 'line')} of {len(lines)} not UTF-8 (the first: line "
+        print(f"note: {path}: {count(len(guessed), 'line')} of {len(lines):,} not UTF-8 (the first: line "
               f"{guessed[0]}): read as Windows-1252, what Excel's \"CSV\" saves on Windows (\"CSV UTF-8\" avoids "
               "the guess)", file=sys.stderr)
     return "".join(x for x, _ in lines)
@@ -235,8 +235,8 @@ def json_rows(path, text, kind):
         whole = json.loads(text, object_pairs_hook=KeyTwice.check)
     except ValueError:
         whole = None  # JSON Lines: a second object after the first
-    tables = [k for k, v in whole.items() if isinstance(v, list) and all(isinstance(x, dict) for x in v)] \
-        if isinstance(whole, dict) else []  # {"data": [rows]}, {"train": [rows], "validation": [rows]}
+    tables = [k for k, v in whole.items() if isinstance(v, list) and (v or len(whole) == 1) and all(
+        isinstance(x, dict) for x in v)] if isinstance(whole, dict) else []  # {"data": [rows]}, {"train": [...], ...}
     if len(tables) == 1:
         whole = whole[tables[0]]
     elif tables:
@@ -256,8 +256,7 @@ def json_rows(path, text, kind):
             raise CramError(f"{path} line {n} is not JSON ({e.msg}, column {e.colno}): one object a line "
                             "(.jsonl), or a list of objects (.json)") from None
     columns = list(dict.fromkeys(k for _, r in records if isinstance(r, dict) for k in r))
-    return columns, [(n, r if type(r) is dict else f"its object names the key {r.key!r} twice"
-                      if isinstance(r, KeyTwice) else "not a JSON object") for n, r in records]
+    return columns, [(n, r if isinstance(r, dict) else "not a JSON object") for n, r in records]
 
 
 def csv_records(path, text, kind):
@@ -281,18 +280,18 @@ def csv_records(path, text, kind):
 
 
 class KeyTwice(dict):
-    """A JSON object that names a key twice ({"text": "a", "text": "b"}): json keeps the last silently; its row is
-    skipped and named instead, as a CSV header naming a column twice is refused (check_columns)."""
+    """A JSON object that names a key twice ({"text": "a", "text": "b"}), which json would read as its last value: a
+    row that names a column the task reads twice is skipped and named instead (unusable), as a CSV header naming a
+    read column twice is refused (check_columns)."""
 
     @classmethod
-    def check(cls, pairs):
+    def check(cls, pairs):  # json.loads' object_pairs_hook
         keys = [k for k, _ in pairs]
-        twice = next((k for k in keys if keys.count(k) > 1), None)
-        return dict(pairs) if twice is None else cls(pairs, key=twice)
-
-    def __init__(self, pairs, key):
-        super().__init__(pairs)
-        self.key = key
+        if len(set(keys)) == len(keys):
+            return dict(pairs)
+        twice = cls(pairs)
+        twice.keys_twice = {k for k in keys if keys.count(k) > 1}
+        return twice
 
 
 def no_rows(path, columns):
@@ -342,7 +341,7 @@ def read_split(task, path, limit=0, labelled=True):
             if why := unusable(row, wanted, labelled):
                 raise ValueError(why)
             values = [str(row[c]) for c in wanted]  # (text A, text B where the task has one, label where labelled)
-            y.append(label_of(task, values[-1], f"{path} {row_name(path, n)}") if labelled else None)
+            y.append(label_of(task, values[-1], path, n) if labelled else None)
         except ValueError as e:
             bad.append(f"{row_name(path, n)}: {e}")
             continue
@@ -367,8 +366,10 @@ def unusable(row, columns, labelled=True):
     over several lines. None: the row can be used."""
     if isinstance(row, str):
         return row
+    if twice := next((c for c in columns if c in getattr(row, "keys_twice", ())), None):
+        return f"its object names the key {twice!r} twice"
     if nested := next((c for c in columns if isinstance(row.get(c), (dict, list))), None):
-        return f"{nested!r} holds a JSON {type(row[nested]).__name__}, not text or a number"
+        return f"{nested!r} holds a JSON {'object' if isinstance(row[nested], dict) else 'list'}, not text or a number"
     values = [("" if row.get(c) is None else str(row[c])) for c in columns]
     if "\ufffd" in "".join(values):  # what errors="replace" made of bytes that are not UTF-8
         return "not UTF-8 text (from Excel: save as CSV UTF-8)"
@@ -380,8 +381,8 @@ def unusable(row, columns, labelled=True):
     return None
 
 
-def label_of(task, text, where):
-    """A label's class id (a float for a regression). ValueError: its row is skipped (GLUE's few broken labels, a
+def label_of(task, text, path, n):
+    """The class id (a float for a regression) of row n's label. ValueError: the row is skipped (GLUE's broken labels, a
     regression's "N/A"); CramError: the file is refused, as a user's evaluation file holds a class the training
     file lacks."""
     label = text.strip()
@@ -392,10 +393,10 @@ def label_of(task, text, where):
     if task.labels:
         number = NUMBER.fullmatch(label) and not INTEGER.fullmatch(label) and all(
             NUMBER.fullmatch(name) for name in task.labels)  # 0.25 or 1.0 beside classes 0 and 1 (file_task's rule)
-        whole = number and float(label).is_integer() and f"{float(label):.0f}" in task.labels
-        raise CramError(f"{where}: the label {label[:40]!r} is not in the training file's usable rows, whose labels "
-                        f"are {list(task.labels)[:20]}: fix the label, or train with it" +
-                        (f" (a class? write it {float(label):.0f}, as the training file does)" if whole else
+        whole = number and float(label).is_integer() and str(int(float(label))) in task.labels
+        raise CramError(f"{path} {row_name(path, n)}: the label {label[:40]!r} is not in the training file's usable "
+                        f"rows, whose labels are {list(task.labels)[:20]}: fix the label, or train with it" +
+                        (f" (a class? write it {int(float(label))}, as the training file does)" if whole else
                          " (a regression? write the training labels with a point: 1.0)" if number else ""))
     if not NUMBER.fullmatch(label) or not math.isfinite(float(label)):
         raise ValueError(f"the label {label!r} is not a {'finite ' * bool(NUMBER.fullmatch(label))}number")
@@ -451,7 +452,7 @@ def load_task(task, args):
 
 def describe(task, train):
     """One line on what was read: the kind of task, its columns, its training rows and how many of each label."""
-    kind = "classification" if task.labels else "regression" + (" (labels with a decimal point; classes? write "
+    kind = "classification" if task.labels else "regression" + (" (labels not written whole; classes? write "
                                                                 "them as whole numbers or words)") * (not task.hub)
     counts = "" if task.labels is None else ", labels " + ", ".join(
         f"{name!r} {n}" for name, n in zip(task.labels, np.bincount(train.labels, minlength=len(task.labels))))

@@ -129,7 +129,7 @@ def test_a_stray_n_a_in_float_labels_keeps_the_regression_its_rows_skipped_and_n
     assert [t["n_train"] for t in json.loads((tmp_path / "glue.json").read_text("utf-8"))["tasks"].values()] == [23]
     classify.main(["--device", "cpu", str(tmp_path / "m"), "--input", dev])
     out, err = capsys.readouterr()
-    assert "dev.csv: 1 rows whose label is not a number are left out of the metric (the first: line 8, 'N/A')" in err
+    assert "dev.csv: left out of the metric: 1 row whose label is not a number (the first: line 8, 'N/A')" in err
     assert "on the 13 labelled rows of" in out and "pearson" in out
 
 
@@ -234,8 +234,8 @@ def test_classify_leaves_a_label_run_on_by_an_open_quote_out_of_the_metric_and_w
     source = str(tmp / "quoted.csv")
     classify.main(["--device", "cpu", str(tmp / "model"), "--input", source])
     captured = capsys.readouterr()
-    assert "1 rows whose label runs over several lines (a quote left open?) are left out of the metric (the " \
-        "first: line 6)" in captured.err
+    assert "left out of the metric: 1 row whose label runs over several lines (a quote left open? the first: " \
+        "line 6)" in captured.err
     assert "on the 4 labelled rows of" in captured.out  # the 4 rows before it, not "no metric"
     written = tasks.read_table(str(Path(source).with_suffix(".predicted.csv")))[1]
     assert all(r["prediction"] in TOPICS for _, r in written)  # not " sport  "
@@ -334,7 +334,7 @@ def test_bad_own_task_inputs_are_one_line_errors_and_write_nothing(ckpt, tmp_pat
             ["--train_file", binary, "--validation_file", pointed],
         "no_text.csv has no usable rows (line 2: 'sentence' is empty)": ["--train_file", no_text,
                                                                           "--validation_file", good],
-        "every row has the label 'sport': a classifier needs two classes": ["--train_file", single,
+        "every usable row has the label 'sport': a classifier needs two classes": ["--train_file", single,
                                                                              "--validation_file", good],
         "holds something that is not a saved classifier": ["--train_file", good, "--validation_file", good,
                                                           "--save_model", tmp_path / "foreign"],
@@ -613,7 +613,7 @@ def test_json_of_columns_one_object_or_nested_values_is_named_not_trained_on(tmp
     task = task_of(str(tmp_path / "nested.json"))
     assert task.labels == ("Sci/Tech", "sport", "world")  # not "['sport']"
     assert len(tasks.read_split(task, str(tmp_path / "nested.json")).a) == 4
-    assert "'sentence' holds a JSON dict, not text or a number; object 5: 'label' holds a JSON list" in \
+    assert "'sentence' holds a JSON object, not text or a number; object 5: 'label' holds a JSON list" in \
         capsys.readouterr().err
 
 
@@ -626,6 +626,15 @@ def test_a_json_object_naming_a_key_twice_is_skipped_not_read_as_its_last_value(
         split = tasks.read_split(task_of(write(tmp_path / "good.csv", rows(9))), str(tmp_path / name))
         assert len(split.a) == 5 and "the first text" not in split.a
         assert "its object names the key " in capsys.readouterr().err
+    ids = [dict(r, id=i) for i, r in enumerate(rows(6))]  # a key the task does not read, twice: the rows are read
+    (tmp_path / "ids.jsonl").write_text("".join(json.dumps(r)[:-1] + f', "id": {r["id"]}}}\n' for r in ids), "utf-8")
+    assert len(tasks.read_split(task_of(str(tmp_path / "good.csv")), str(tmp_path / "ids.jsonl")).a) == 6
+    nested = '{"sentence": {"x": 1, "x": 2}, "label": "sport"}\n'  # a read value that is an object: its kind named
+    (tmp_path / "nested.jsonl").write_text(json.dumps(rows(1)[0]) + "\n" + nested, encoding="utf-8")
+    tasks.read_split(task_of(str(tmp_path / "good.csv")), str(tmp_path / "nested.jsonl"))
+    assert "'sentence' holds a JSON object" in capsys.readouterr().err
+    (tmp_path / "one.jsonl").write_text('{"sentence": "hello", "label": "sport", "tags": []}\n', encoding="utf-8")
+    assert len(tasks.read_split(task_of(str(tmp_path / "good.csv")), str(tmp_path / "one.jsonl")).a) == 1
 
 
 def test_a_label_only_skipped_rows_hold_is_no_class_and_an_empty_json_list_is_an_empty_file(tmp_path, capsys):
