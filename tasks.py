@@ -99,7 +99,7 @@ def file_task(args):
     if not given:
         raise no_usable_rows(args.train_file, f"{row_name(args.train_file, rows[0][0])}: {why[0]}")
     distinct = set(given)
-    numbers = {v for v in distinct if NUMBER.fullmatch(v)}
+    numbers = {v for v in distinct if NUMBER.fullmatch(v) and math.isfinite(float(v))}  # 1e999: a word here
     if 2 * sum(v in numbers for v in given) > len(given) and any(not INTEGER.fullmatch(v) for v in numbers):
         labels, metrics = None, ("pearson", "spearman", "rmse")  # a stray "N/A": its row skipped (read_split), named
     else:

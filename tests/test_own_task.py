@@ -104,6 +104,7 @@ def test_a_file_without_a_known_text_column_names_the_columns_it_has(tmp_path):
     (["Sci/Tech", "sport", "Sci/Tech"], ("Sci/Tech", "sport")),   # strings: classes named by them
     (["0.5", "3", "4.25", "1"], None),                            # a decimal point: a regression, as float labels
     (["1e-3", "2", "3"], None),
+    (["0", "1", "1", "0", "1e999"], ("0", "1", "1e999")),         # not finite: no number, so no regression here
 ])
 def test_float_labels_make_a_regression_anything_else_classes_named_by_their_values(values, labels, tmp_path):
     items = [{"text": f"w{i}", "label": v} for i, v in enumerate(values)]
