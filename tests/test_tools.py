@@ -27,6 +27,7 @@ import cram  # noqa: E402
 import exercises  # noqa: E402
 import hardware  # noqa: E402
 import plot  # noqa: E402
+import tasks  # noqa: E402
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 PAGES = {"README.md": README} | {f"docs/{p.name}": p.read_text(encoding="utf-8")  # the pages the README links
@@ -368,7 +369,9 @@ def test_your_own_task_runs_as_the_readme_writes_it(ckpt, tmp_path, monkeypatch)
         ran.append(script)
     assert ran == ["examples/bbc_news.py", "finetune_glue.py", "classify.py", "classify.py"]
     labelled = (tmp_path / "data" / "bbc_news" / "dev.predicted.csv").read_text(encoding="utf-8").splitlines()
-    assert labelled[0] == "text,label,prediction,probability" and len(labelled) == 1 + 444
+    assert labelled[0] == "text,label,prediction,probability" and len(labelled) == 1 + 418
+    train, dev = (tasks.read_table(str(tmp_path / "data" / "bbc_news" / f"{s}.csv"))[1] for s in ("train", "dev"))
+    assert len(train) == 1678 and not {r["text"] for _, r in dev} & {r["text"] for _, r in train}  # 129 repeats out
 
 
 def test_ci_runs_the_your_task_page_s_commands_verbatim():
