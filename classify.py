@@ -29,7 +29,7 @@ from classifier import decide, encode, load_classifier, predict  # the fine-tune
 from cram import CramError, pick_device
 from hardware import safe_console
 from tasks import INTERVAL_WORDS, NUMBER, Split, Task, compute_metrics, excel_style, intervals, one_row, read_split
-from tasks import count, match, read_table, row_name
+from tasks import FORMATS, count, match, read_table, row_name
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -75,7 +75,7 @@ def output_of(path, output, overwrite):
     if os.path.isdir(path):
         raise CramError(f"{path} is a folder: name a data file in it")
     output = output or str(Path(path).with_suffix(".predicted" + Path(path).suffix))
-    if Path(output).suffix.lower() not in (".csv", ".tsv", ".json", ".jsonl"):
+    if Path(output).suffix.lower() not in FORMATS:
         raise CramError(f"--output {output} must end in .csv, .tsv, .json or .jsonl")
     if Path(output).resolve() == Path(path).resolve():
         raise CramError(f"--output {output} is the input file: choose another name (the input stays as it is)")
@@ -171,8 +171,8 @@ def main(argv=None):
     try:
         if bool(args.texts) == bool(args.input):
             raise CramError("give texts to label, or --input FILE (one of the two)")
-        if file := next((t for t in args.texts if os.path.isfile(t) and Path(t).suffix.lower() in (
-                ".csv", ".tsv", ".json", ".jsonl", ".txt")), None):  # classify.py DIR dev.csv
+        if file := next((t for t in args.texts if os.path.isfile(t) and Path(t).suffix.lower() in FORMATS),
+                        None):  # classify.py DIR dev.csv
             raise CramError(f"{file!r} is a file, not a text: label its rows with --input {file}")
         if args.batch_size is not None and args.batch_size < 1:
             raise CramError(f"--batch_size must be >= 1 (got {args.batch_size})")

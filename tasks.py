@@ -60,6 +60,7 @@ GLUE = {"cola": ("CoLA", (3, None, 1), ("sentence", None), BINARY, ("mcc", "acc"
 TEXT_COLUMNS = (("sentence1", "sentence2"), ("sentence",), ("text",))  # run_glue.py's defaults, in this order
 NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")  # a label a regression reads: 3, -0.5, .5, 1e-3
 INTEGER = re.compile(r"[-+]?\d+")  # a number that may name a class: labels 0, 1, 2 are classes; 0.5 is a score
+FORMATS = (".csv", ".tsv", ".json", ".jsonl")  # the data files read_table reads, and classify.py writes
 SPLIT_NAMES = {"train", "training", "dev", "valid", "validation", "val", "test"}  # a file stem that names no task
 Split = namedtuple("Split", "a b labels rows")  # texts A, texts B (None: one text), labels (np.ndarray), (line, row)
 
@@ -204,7 +205,7 @@ def decode(path, kind, guess_encoding=True):
     (guess_encoding; GLUE's own files: such rows are skipped, and named)."""
     if os.path.isdir(path):
         raise CramError(f"{path} is a folder: name a data file in it")
-    if kind not in (".csv", ".tsv", ".json", ".jsonl"):
+    if kind not in FORMATS:
         raise CramError(f"{path}: a data file must be .csv, .tsv, .json or .jsonl (not {kind or 'no extension'})")
     if not os.path.isfile(path):
         raise CramError(f"missing {path}: check the path")
@@ -248,7 +249,10 @@ def json_rows(path, text, kind):
         raise CramError(f"{path} holds one JSON object: a list of objects, one a row (.json), or one object a "
                         "line (.jsonl)")
     records = list(enumerate(whole, 1)) if isinstance(whole, list) else []  # numbered by object
-    (BY_OBJECT.add if isinstance(whole, list) else BY_OBJECT.discard)(path)
+    if isinstance(whole, list):
+        BY_OBJECT.add(path)
+    else:
+        BY_OBJECT.discard(path)
     for n, line in [] if isinstance(whole, list) else [(n, x) for n, x in enumerate(text.split("\n"), 1) if x.strip()]:
         try:
             records.append((n, json.loads(line, object_pairs_hook=KeyTwice.check)))
@@ -442,11 +446,12 @@ def load_task(task, args):
         raise CramError(f"{task.train}: no usable training row is labelled {task.labels[min(absent)]!r} in the first "
                         f"{len(train.a)} (--max_train {args.max_train}; 0: all): shuffle the file, or raise it")
     devs = {s: read_split(task, f) for s, (_, f) in task.evals.items()}
-    seen = set() if task.hub else set(zip(train.a, train.b or train.a))  # a user's file: the training file again?
-    for s, dev in devs.items() if not task.hub else ():
-        if same := sum(pair in seen for pair in zip(dev.a, dev.b or dev.a)):
-            print(f"note: {same} of {task.evals[s][1]}'s {len(dev.a)} rows are training rows too: on those the score "
-                  "measures memory, not how the model does on new text", file=sys.stderr)
+    if not task.hub:  # a user's file: the training file again?
+        seen = set(zip(train.a, train.b or train.a))
+        for s, dev in devs.items():
+            if same := sum(pair in seen for pair in zip(dev.a, dev.b or dev.a)):
+                print(f"note: {same} of {task.evals[s][1]}'s {len(dev.a)} rows are training rows too: on those the "
+                      "score measures memory, not how the model does on new text", file=sys.stderr)
     return train, devs
 
 
