@@ -245,7 +245,7 @@ def memory(pcie=25e9, reserved=3e9):
 
 def main(argv=None):
     hardware.safe_console()
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     p.add_argument("--preset", default="auto", help="cram.py preset whose model shape is timed")
     p.add_argument("--micro_batch", type=int, default=None, help="sequences per step (default: the preset's, "
                    "the paper's 0: as many as the GPU allows, as cram.py picks)")

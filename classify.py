@@ -156,7 +156,8 @@ def texts_split(texts, pair):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description="Label text with a classifier kept by finetune_glue.py --save_model.")
+    p = argparse.ArgumentParser(description="Label text with a classifier kept by finetune_glue.py --save_model.",
+                                allow_abbrev=False)
     p.add_argument("model", help="the folder written by finetune_glue.py --save_model")
     p.add_argument("texts", nargs="*", help="texts to label; a two-text task takes \"first [SEP] second\"")
     p.add_argument("--input", help="a .csv, .tsv, .json or .jsonl file to label, row by row")

@@ -106,8 +106,8 @@ PRESETS = {
 def parse_config(argv=None):
     """Flags from Config's fields (types coerced, typos rejected); precedence: defaults < preset < flags."""
     auto = "paper" if torch.cuda.is_available() else "tiny"
-    p = argparse.ArgumentParser(description="Pretrain a crammed BERT under a wall-clock budget. Defaults are the "
-                                f"paper preset's, the tiny one's beside them; --preset auto is {auto} here.")
+    p = argparse.ArgumentParser(allow_abbrev=False, description="Pretrain a crammed BERT under a wall-clock budget. "
+                                f"Defaults: the paper preset's, the tiny one's beside them; --preset auto: {auto}.")
     for f in fields(Config):
         kind = dict(action=argparse.BooleanOptionalAction) if f.type is bool else dict(type=f.type)
         tiny = f", tiny: {round(PRESETS['tiny'][f.name], 4)}" if f.name in PRESETS["tiny"] else ""

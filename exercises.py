@@ -1051,7 +1051,7 @@ COMMANDS = ("show", "stub", "check", "release", "grade")
 def main(argv=None):
     safe_console()  # a student's error message is printed escaped where the console lacks a character (Windows)
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog="NAME: " + ", ".join(EXERCISES) +
-                                ", or all. Without a command, check.")
+                                ", or all. Without a command, check.", allow_abbrev=False)
     p.add_argument("words", nargs="*", metavar="[show|stub|check|release DIR|grade DIR] NAME",
                    help="what to do, and which exercises (release, grade: all, unless named)")
     p.add_argument("--file", default=str(REFERENCE), help="check: the copy of cram.py to check (default: cram.py)")

@@ -60,7 +60,8 @@ def token_str(tok, i):
 
 def main(argv=None):
     safe_console()  # a sentence or token the console's encoding lacks is printed escaped (Windows: cp1252)
-    p = argparse.ArgumentParser(description="Top-k predictions of a cram.py checkpoint for each [MASK] of a sentence.")
+    p = argparse.ArgumentParser(description="Top-k predictions of a cram.py checkpoint for each [MASK] of a sentence.",
+                                allow_abbrev=False)
     p.add_argument("ckpt", help="checkpoint written by cram.py (meta.json and tokenizer.json beside it), or the "
                    "paper's released model folder (JonasGeiping/crammed-bert: official.py)")
     p.add_argument("sentences", nargs="+", help="text with one or more [MASK] in it")

@@ -243,7 +243,7 @@ def run_task(task, train, devs, weights, cfg, tok, args, device, outputs, report
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description="Fine-tune a cram.py checkpoint on GLUE, or on your own labelled files "
-                                "(its preset's recipe), and keep the classifier.")
+                                "(its preset's recipe), and keep the classifier.", allow_abbrev=False)
     p.add_argument("ckpt", help="checkpoint written by cram.py (meta.json and tokenizer.json beside it), or the "
                    "paper's released model folder (JonasGeiping/crammed-bert: official.py)")
     p.add_argument("--tasks", help=f"comma-separated GLUE tasks (default: all of {','.join(GLUE)})")

@@ -124,7 +124,7 @@ def steady(run, since=(0, 0)):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     p.add_argument("--out", default="out/gpu_check", help="where the report and each step's output go")
     p.add_argument("--minutes", type=float, default=1.2, help="minutes of pretraining budget, a third of them after "
                    "the resume (1.2: ~2 minutes of wall time for both, start-up and compiling included)")

@@ -337,9 +337,11 @@ def export(src, dst):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description="The paper's release format (JonasGeiping/crammed-bert): export to it.")
+    p = argparse.ArgumentParser(description="The paper's release format (JonasGeiping/crammed-bert): export to it.",
+                                allow_abbrev=False)
     sub = p.add_subparsers(dest="command", required=True)
-    e = sub.add_parser("export", help="a cram.py checkpoint (or a release folder) -> a new release folder")
+    e = sub.add_parser("export", help="a cram.py checkpoint (or a release folder) -> a new release folder",
+                       allow_abbrev=False)
     e.add_argument("ckpt", help="ckpt.pt written by cram.py (its tokenizer beside it), or a release folder")
     e.add_argument("out", help="a new or empty folder")
     args = p.parse_args(argv)

@@ -277,7 +277,7 @@ def save(fig, png):
 
 def main(argv=None):
     safe_console()  # a folder name the console's encoding lacks is printed escaped (Windows: cp1252)
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     p.add_argument("runs", nargs="*", help="cram.py output folders (each holds metrics.jsonl)")
     p.add_argument("--png", default=None, help="image to write (default: <first run>/training.png; --model: model.png)")
     p.add_argument("--x", default="budget", choices=list(AXES), help="the horizontal axis (default: budget)")

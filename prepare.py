@@ -214,7 +214,7 @@ def sort_by_dots(src, dst, seq_len, dot_id, chunk=1 << 16):
 
 def parse_args(argv):
     """The flags, checked; args.files and args.source name the input (the embedded BBC News corpus by default)."""
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0], allow_abbrev=False)
     p.add_argument("sources", nargs="*", help="text files and folders (default: the embedded BBC News corpus)")
     p.add_argument("--hf", help="a Hugging Face hub dataset to stream instead, e.g. wikitext")
     p.add_argument("--hf_config", help="its config, e.g. wikitext-103-raw-v1")

@@ -459,15 +459,17 @@ def describe(task, train):
     """One line on what was read: the kind of task, its columns, its training rows and how many of each label."""
     kind = "classification" if task.labels else "regression" + (" (labels not written whole; classes? write "
                                                                 "them as whole numbers or words)") * (not task.hub)
-    counts = "" if task.labels is None else ", labels " + ", ".join(
-        f"{name!r} {n}" for name, n in zip(task.labels, np.bincount(train.labels, minlength=len(task.labels))))
+    rows = np.bincount(train.labels, minlength=len(task.labels)) if task.labels else np.zeros(1, int)
+    counts = "" if task.labels is None else ", labels " + ", ".join(f"{v!r} {n}" for v, n in zip(task.labels, rows))
     few = f" (few: with under {FEW} a classifier has little to learn from)" * (len(train.a) < FEW)
     odd = [v for v in task.labels or () if v.lower() in ("nan", "null", "none", "n/a")]
     commas = [v for v in task.labels or () if re.fullmatch(r"[-+]?\d+(,\d+)+(\.\d+)?", v)]
     cased = [v for v in task.labels or () if [w.lower() for w in task.labels].count(v.lower()) > 1]
+    lone = [v for v, n in zip(task.labels or (), rows) if n == 1 and rows.max() >= 10]  # 'vehicel' beside 'vehicle'?
     notes = [f"{odd} may stand for empty values: each is a class here" * bool(odd),
              f"{commas[:3]} are read as words: numbers with a comma? a regression needs 4.5 or 1250, not 4,5 or 1,250"
-             * bool(commas), f"{sorted(cased, key=str.lower)[:6]} differ only in case: each is a class" * bool(cased)]
+             * bool(commas), f"{sorted(cased, key=str.lower)[:6]} differ only in case: each is a class" * bool(cased),
+             f"{lone[:6]} are on one training row each: a typo? a class needs rows to learn from" * bool(lone)]
     return (f"task {task.name}: {kind}, text {[c for c in task.columns[:2] if c is not None]}, label "
             f"{task.columns[2]!r}, {len(train.a)} train rows{few}{counts}" + "".join(
                 f"\nnote: the labels {n}" for n in notes if n and not task.hub))

@@ -138,8 +138,9 @@ def read_meta(data_dir):
         if meta.get("tokenizer_file") is not None and not is_file_name(meta["tokenizer_file"]):  # cram.py copies it
             raise ValueError(f"tokenizer_file {meta['tokenizer_file']!r} is not a file name in the folder itself")
     except (OSError, ValueError, KeyError, TypeError) as e:  # JSON and UTF-8 errors are ValueErrors
-        die(f"no {path}: run `python prepare.py --out {data_dir}` first (the README's and the class's data: add "
-            "--vocab_size 8192 --max_tokens_per_char 0.3)" if isinstance(e, FileNotFoundError) else
+        die(f"no {path}: {'check the path, or ' * (not path.parent.is_dir())}run `python prepare.py --out "
+            f"{data_dir}` first (the README's and the class's data: add --vocab_size 8192 --max_tokens_per_char 0.3)"
+            if isinstance(e, FileNotFoundError) else
             f"{path} is damaged ({type(e).__name__}: {e}): prepare the data again, or copy the good one there")
     return meta
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0], allow_abbrev=False)
     p.add_argument("--out", default="data/bbc_news", help="output folder")
     p.add_argument("--format", default="csv", choices=["csv", "tsv", "json", "jsonl"], help="the files' format")
     args = p.parse_args(argv)

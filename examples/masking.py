@@ -19,7 +19,8 @@ import prepare  # noqa: E402
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description="Show how cram.mask_tokens masks one row of prepared data.")
+    p = argparse.ArgumentParser(description="Show how cram.mask_tokens masks one row of prepared data.",
+                                allow_abbrev=False)
     p.add_argument("data_dir", nargs="?", default="data", help="a folder written by prepare.py (default: data)")
     p.add_argument("--row", type=int, default=0, help="which validation row (default: the first)")
     args = p.parse_args(argv)

@@ -690,6 +690,16 @@ def test_labels_that_look_like_a_mistake_are_noted_under_the_task_line(labels, n
     assert "note" not in tasks.describe(task_of(write(tmp_path / "g.csv", rows(9))), tasks.read_split(task, path))
 
 
+def test_a_label_on_one_training_row_beside_labels_on_many_is_noted_as_a_possible_typo(tmp_path):
+    path = write(tmp_path / "t.csv", rows(21, label=lambda i: "wrold" if i == 20 else ["sport", "world"][i % 2]))
+    task = task_of(path)
+    line = tasks.describe(task, tasks.read_split(task, path))
+    assert "labels 'sport' 10, 'world' 10, 'wrold' 1\nnote: the labels ['wrold'] are on one training row each: a " \
+           "typo?" in line
+    few = write(tmp_path / "few.csv", rows(9, label=lambda i: ["a", "b", "c", "d", "e", "f", "g", "h", "i"][i]))
+    assert "note" not in tasks.describe(task_of(few), tasks.read_split(task_of(few), few))  # nine classes of one
+
+
 def test_validation_rows_that_are_training_rows_are_counted(tmp_path, capsys):
     train, other = write(tmp_path / "train.csv", rows(12)), write(tmp_path / "dev.csv", rows(6, seed=1))
     args = fg.parse_args(["ckpt.pt", "--train_file", train, "--validation_file", train])

@@ -60,6 +60,16 @@ def test_every_script_imports_and_prints_its_help_without_the_unix_only_resource
     assert p.stdout.count("usage:") == len(SCRIPTS)
 
 
+def test_every_command_line_refuses_a_shortened_flag_which_argparse_would_take_for_the_longer_one(capsys):
+    parsers = [(p.name, node.lineno) for p in project_modules() for node in ast.walk(ast.parse(p.read_text("utf-8")))
+               if isinstance(node, ast.Call) and getattr(node.func, "attr", "") in ("ArgumentParser", "add_parser")
+               and not any(k.arg == "allow_abbrev" and getattr(k.value, "value", 1) is False for k in node.keywords)]
+    assert parsers == []  # e.g. cram.py --max_step 20 trained to the end into out/, as no --max_steps was read
+    with pytest.raises(SystemExit):
+        cram.parse_config(["--max_step", "20"])
+    assert "unrecognized arguments: --max_step 20" in capsys.readouterr().err
+
+
 PLATFORM_ONLY = {"resource", "fcntl", "termios", "pwd", "grp", "pty", "tty", "posix", "crypt", "syslog", "readline",
                  "msvcrt", "winreg", "winsound", "_winapi"}
 

@@ -482,6 +482,14 @@ def test_a_damaged_meta_json_is_a_one_line_error(tmp_path, earlier_set):
         assert len(str(e.value.code).splitlines()) == 1, case
 
 
+def test_a_missing_data_folder_asks_to_check_the_path_before_preparing_data_under_a_typo(tmp_path):
+    with pytest.raises(SystemExit, match=r"meta.json: check the path, or run `python prepare.py --out .*dta` first"):
+        prepare.read_meta(tmp_path / "dta")  # the user meant data/
+    (tmp_path / "empty").mkdir()  # a folder that exists: preparing it is the advice
+    with pytest.raises(SystemExit, match=r"meta.json: run `python prepare.py --out .*empty` first"):
+        prepare.read_meta(tmp_path / "empty")
+
+
 def test_a_damaged_tokenizer_json_is_a_one_line_error(out):
     for content in (b"", b'{"model": {}', np.random.default_rng(0).bytes(300)):
         (out / "tokenizer.json").write_bytes(content)
