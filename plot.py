@@ -81,9 +81,10 @@ def run_config(run_dir, line="config"):
 def side_by_side(runs):
     """Runs side by side in numbers: each one's steps, tokens, final validation loss and nats under its unigram
     baseline, and its difference from the first. Runs that differ only in --seed give the noise: the range of their
-    nats under unigram; a difference inside it is within the noise (too small to tell from another seed). A rerun of
-    the same seed is not another seed, nor is a run of other code (the log's "code": its .py files' hash); runs
-    whose validation differs (--mask_rate, --eval_seqs) are said not to compare."""
+    nats under unigram; a difference inside it is within the noise (too small to tell from another seed). Where the
+    first run and another have seeds of their own, their means decide, whatever the folders' order. A rerun of the
+    same seed is not another seed, nor is a run of other code (the log's "code": its .py files' hash); runs whose
+    validation differs (--mask_rate, --eval_seqs) are said not to compare."""
     rows, groups, validations, keys, seeds_run, codes = [], {}, set(), [], [], []
     for run, steps, evals in runs:
         base, last = unigram_baseline(run), evals[-1]["val_loss"] if evals else None
@@ -100,15 +101,21 @@ def side_by_side(runs):
             validations.add((config.get("mask_rate"), rows_scored))
         keys.append(json.dumps(same, sort_keys=True) if same and under is not None and "seed" in config else None)
         if keys[-1]:  # one run a seed: a rerun of it is not another seed
-            groups.setdefault(keys[-1], {}).setdefault(config["seed"], (rows[-1][0], under))
-    seeds = {tuple(n for n, _ in g.values()): [u for _, u in g.values()] for g in groups.values() if len(g) > 1}
+            groups.setdefault(keys[-1], {}).setdefault(config["seed"], (len(rows) - 1, under))
+    sets = [list(g.values()) for g in groups.values() if len(g) > 1]  # (row, nats under unigram) of each seed
+    seeds = {tuple(rows[i][0] for i, _ in s): [u for _, u in s] for s in sets}
+    member = {i: names for names, s in zip(seeds, sets) for i, _ in s}  # row -> the names of its seeds
     spreads = {names: max(u) - min(u) for names, u in seeds.items()}
     noise = max(spreads.values(), default=None)
     n_seeds = len(max(spreads, key=spreads.get)) if spreads else 0  # the seeds that measured the noise
+    mean = {names: sum(u) / len(u) for names, u in seeds.items()}
+    first = member.get(0)  # the first run's seeds, if it has some
 
     def verdict(i, gap):  # what run i's difference from the first says
         if keys[i] and keys[i] == keys[0] and seeds_run[i] != seeds_run[0]:
             return " (another seed of the first: the noise itself)"
+        if first and i in member and keys[i] != keys[0]:  # seeds against seeds: one seed against one says little
+            return " (one of its seeds: the means, below, decide)"
         if keys[i] and keys[i] == keys[0]:  # a log without "code" (before 2026-11-27) cannot tell a change in the code
             return " (a rerun of the first: the same flags, seed and code)" if codes[i] else \
                 " (the first's flags and seed: a rerun, or other code?)"
@@ -126,6 +133,10 @@ def side_by_side(runs):
         few = " (few seeds see less of the noise than many: five of tiny's 1,000 steps spread 0.073, the README)"
         print(f"seeds: {', '.join(names)} differ only in --seed: mean {sum(seeds[names]) / len(names):+.3f}, spread "
               f"{spread:.3f} nats under unigram" + few * (len(names) < 5))
+    for names in (n for n in seeds if first and n != first):  # the order of the folders no longer decides
+        gap = mean[names] - mean[first]
+        print(f"means: {', '.join(names)} against {', '.join(first)}: {gap:+.3f} nats under unigram " + (
+            "(within the noise)" if abs(gap) <= noise else f"(beyond the largest spread of these seeds, {noise:.3f})"))
     if len(validations) > 1:
         print("these runs' validation losses do not compare: they mask at other rates or score other rows (mask_rate, "
               f"eval_seqs: {', '.join(map(str, sorted(validations, key=str)))}); to change training's masking, "

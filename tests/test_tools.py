@@ -141,6 +141,22 @@ def test_plot_prints_runs_side_by_side_and_calls_a_difference_inside_the_seeds_s
     assert "no two runs here differ only in --seed" in capsys.readouterr().out
 
 
+def test_plot_judges_seeds_against_seeds_by_their_means_whatever_the_order_of_the_folders(tmp_path, capsys):
+    """A teacher's trial, 2026-11-27: base 0, base 1, tweak 0, tweak 1, with means 0.005 apart, called tweak 1
+    "beyond the spread" against base 0 alone; with base 1 first, "within the noise"."""
+    base = [with_log(tmp_path / f"base{s}", u, seed=s) for s, u in ((0, 1.133), (1, 1.061))]
+    tweak = [with_log(tmp_path / f"tweak{s}", u, seed=s, lr=2e-2) for s, u in ((0, 1.131), (1, 1.053))]
+    for order in (base + tweak, base[::-1] + tweak[::-1], tweak + base):
+        plot.side_by_side([(r, *plot.read_metrics(r)) for r in order])
+        lines = capsys.readouterr().out.splitlines()
+        assert [line.split()[0] for line in lines[-1:]] == ["means:"] and "(within the noise)" in lines[-1], lines
+        assert sum(line.endswith("(one of its seeds: the means, below, decide)") for line in lines) == 2
+    far = [with_log(tmp_path / f"far{s}", u, seed=s, lr=5e-3) for s, u in ((0, 0.90), (1, 0.92))]
+    plot.side_by_side([(r, *plot.read_metrics(r)) for r in base + far])
+    assert capsys.readouterr().out.splitlines()[-1] == ("means: far0, far1 against base0, base1: -0.187 nats under "
+                                                        "unigram (beyond the largest spread of these seeds, 0.072)")
+
+
 def test_plot_counts_a_rerun_of_one_seed_as_no_noise_and_says_when_validation_differs(tmp_path, capsys):
     first, again = with_log(tmp_path / "first", 1.90, seed=0), with_log(tmp_path / "again", 1.90, seed=0)
     other = with_log(tmp_path / "rate15", 1.70, mask_rate=0.15)  # evaluation masks 15%: another measure
