@@ -271,15 +271,15 @@ def main(argv=None):
     args = p.parse_args(argv)
     if args.memory:
         return memory()
-    cfg = cram.parse_config(["--preset", args.preset] + (["--micro_batch", str(args.micro_batch)]
-                                                          if args.micro_batch is not None else []))
+    cfg = cram.parse_config(["--preset", args.preset, "--device", args.device] + (
+        ["--micro_batch", str(args.micro_batch)] if args.micro_batch is not None else []))
     cfg.batch_size = max(cfg.batch_size, cfg.micro_batch)  # bench times micro-batches, whatever the preset's target
     try:
         cram.check_config(cfg)
         device = cram.pick_device(args.device)
+        compile_ = hardware.wants_compile(args.compile, device)
     except cram.CramError as e:
         raise SystemExit(f"bench.py: error: {e}")
-    compile_ = hardware.compile_by_default(device) if args.compile is None else args.compile
     if args.accum < 1 or args.matmul_size < 1:
         raise SystemExit(f"bench.py: error: --accum and --matmul_size must be >= 1 (got {args.accum}, "
                          f"{args.matmul_size})")

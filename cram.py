@@ -37,7 +37,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from errors import CramError, is_file_name  # a user's mistake: main() prints it in one line
-from hardware import amp_dtype, autocast, compile_by_default, device_peak_flops, pick_device, run_info
+from hardware import amp_dtype, autocast, device_peak_flops, pick_device, run_info, wants_compile
 from hardware import out_of_memory, safe_console, safe_globals, stop_on_signals  # out of memory, Ctrl+C: save, stop
 from hardware import fit_micro_batch, shard_model, start_processes  # the GPU's micro-batch; several processes
 from prepare import load_split, unigram_entropy  # data/: packed uint16 sequences, and its baseline
@@ -107,15 +107,15 @@ def parse_config(argv=None):
     """Flags from Config's fields (types coerced, typos rejected); precedence: defaults < preset < flags."""
     auto = "paper" if torch.cuda.is_available() else "tiny"
     p = argparse.ArgumentParser(allow_abbrev=False, description="Pretrain a crammed BERT under a wall-clock budget. "
-                                f"Defaults: the paper preset's, the tiny one's beside them; --preset auto: {auto}.")
+                                f"Defaults: the paper preset's, tiny's beside them; --preset auto is {auto} here.")
     for f in fields(Config):
         kind = dict(action=argparse.BooleanOptionalAction) if f.type is bool else dict(type=f.type)
         tiny = f", tiny: {round(PRESETS['tiny'][f.name], 4)}" if f.name in PRESETS["tiny"] else ""
         p.add_argument(f"--{f.name}", **kind, default=argparse.SUPPRESS,
                        help=f"{f.metadata['help']} (default {f.default}{tiny})".replace("%", "%%"))
     given = vars(p.parse_args(argv))
-    preset = given.get("preset", "auto")
-    preset = auto if preset == "auto" else preset
+    preset = given.get("preset", "auto")  # auto: paper where training runs on CUDA (--device cpu: tiny)
+    preset = (auto if given.get("device", "auto") in ("auto", "cuda") else "tiny") if preset == "auto" else preset
     if preset not in PRESETS:
         p.error(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}")
     return Config(**{**PRESETS[preset], **given, "preset": preset})
@@ -557,7 +557,7 @@ def train(cfg):
 
     torch.manual_seed(cfg.seed)
     model = CrammedBERT(cfg, vocab_size, T).to(device)
-    compiling = cfg.compile == "true" or (cfg.compile == "auto" and compile_by_default(device))  # CUDA, not Windows
+    compiling = wants_compile(cfg.compile, device)  # auto: on CUDA, not on Windows
     cfg.micro_batch = cfg.micro_batch or ranks.least(fit_micro_batch(device, model, cfg, T, ranks.world, compiling))
     if cfg.shard:  # ZeRO-3, before the optimizer sees the weights
         shard_model(model, device, ranks.world, cfg.offload)

@@ -29,10 +29,13 @@ from errors import CramError
 def amp_dtype(device):
     """Autocast precision, what the GPU computes natively: bf16 from Ampere (capability 8.0) on; fp16 with a GradScaler
     before it (T4 7.5, V100 7.0: is_bf16_supported() says yes, but emulated, with no flash attention or compiled
-    kernels for it); None (fp32) on the CPU and MPS."""
+    kernels for it; and the P100, 6.0); None (fp32) on the CPU, MPS and the GeForce 10 series (6.1: fp16 at 1/64 of
+    its fp32 speed)."""
     if device.type != "cuda":
         return None
-    return torch.bfloat16 if torch.cuda.get_device_capability(device) >= (8, 0) else torch.float16
+    capability = torch.cuda.get_device_capability(device)
+    return torch.bfloat16 if capability >= (8, 0) else torch.float16 if capability >= (7, 0) or capability == (6, 0) \
+        else None
 
 
 def autocast(device, dtype):
@@ -43,10 +46,30 @@ def autocast(device, dtype):
         contextlib.nullcontext()
 
 
+def cannot_compile(device):
+    """Why torch.compile cannot run here, or None: this torch on this Python (torch 2.5 on Python 3.13), or a GPU older
+    than Triton, which writes the compiled GPU kernels, supports (compute capability 7.0: the V100; a P100 is 6.0)."""
+    import torch._dynamo  # imported where asked: it costs a second
+    if not torch._dynamo.is_dynamo_supported():
+        return f"torch {torch.__version__} cannot compile on Python {sys.version_info[0]}.{sys.version_info[1]}"
+    if device.type == "cuda" and torch.cuda.get_device_capability(device) < (7, 0):
+        return "Triton, which compiles the GPU's kernels, needs compute capability 7.0 (V100, T4) or newer"
+    return None
+
+
 def compile_by_default(device):
     """--compile auto: torch.compile on CUDA, except on Windows, where its GPU kernels need Triton, which torch does not
-    ship there. Off on the CPU, and on Apple's GPU (mps), whose compiler backend torch calls a prototype."""
-    return device.type == "cuda" and sys.platform != "win32"
+    ship there, and where it cannot (cannot_compile). Off on the CPU, and on Apple's GPU (mps), whose compiler backend
+    torch calls a prototype."""
+    return device.type == "cuda" and sys.platform != "win32" and cannot_compile(device) is None
+
+
+def wants_compile(given, device):
+    """--compile: True or "true" compiles (one line where it cannot: cannot_compile), None or "auto" as
+    compile_by_default, else not."""
+    if given in (True, "true") and (why := cannot_compile(device)):
+        raise CramError(f"--compile: {why}: use --compile false")
+    return compile_by_default(device) if given in (None, "auto") else given in (True, "true")
 
 
 def pick_device(name):
@@ -198,8 +221,7 @@ def fine_tuning_plan(device, batches, seeds, n_params, compile=None, together=No
     tasks, seeds and epochs) has COMPILE_PAYS batches for each of its `heads` shapes; else uncompiled, one seed after
     another. GLUE's protocol (1,483,075 batches, 3 head shapes) compiles; CoLA alone (13,375 for its 5 seeds) does
     not. Seeds as one model are refused in fp16: one loss scale for all of them."""
-    if compile is None:
-        compile = compile_pays(device, batches, heads)
+    compile = compile_pays(device, batches, heads) if compile is None else wants_compile(compile, device)
     if together is None:
         together = 0 if compile else 1  # 0: all the seeds that fit (seeds_at_once)
     together = min(seeds, together or seeds_at_once(device, seeds, n_params))

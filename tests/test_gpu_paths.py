@@ -19,7 +19,8 @@ import torch
 from test_cram import ROOT, TINY_FLAGS, write_data
 from test_glue import write_task
 from conftest import built_once, free_port
-import cram  # noqa: E402  (test_cram put the project on sys.path)
+import bench  # noqa: E402  (test_cram put the project on sys.path)
+import cram  # noqa: E402
 import fill_mask  # noqa: E402
 import finetune_glue  # noqa: E402
 import hardware  # noqa: E402
@@ -35,10 +36,11 @@ def run_tiny(tmp_path, *flags, out="out"):
 
 # ---------------------------------------------------------------------------------------------- precision
 
-@pytest.mark.parametrize("capability, dtype", [((7, 0), torch.float16), ((7, 5), torch.float16),
-                                               ((8, 0), torch.bfloat16), ((8, 9), torch.bfloat16),
-                                               ((9, 0), torch.bfloat16)])
-def test_bf16_from_ampere_on_and_fp16_before_it_even_where_bf16_is_emulated(capability, dtype, monkeypatch):
+@pytest.mark.parametrize("capability, dtype", [((6, 0), torch.float16), ((6, 1), None), ((7, 0), torch.float16),
+                                               ((7, 5), torch.float16), ((8, 0), torch.bfloat16),
+                                               ((8, 9), torch.bfloat16), ((9, 0), torch.bfloat16)])
+def test_bf16_from_ampere_on_and_fp16_before_it_even_where_bf16_is_emulated_but_fp32_where_fp16_is_slow(
+        capability, dtype, monkeypatch):  # a GeForce 10 series (6.1) runs fp16 at 1/64 of fp32; a P100 (6.0) at 2x
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)  # what a T4 answers (emulation)
     assert hardware.amp_dtype(torch.device("cuda", 0)) == dtype
@@ -804,6 +806,20 @@ def test_on_a_gpu_machine_a_test_and_each_process_it_starts_still_get_the_cpu_an
     assert p.returncode == 0, p.stderr[-3000:]
     preset, device = p.stdout.split()
     assert preset == "tiny" and device in ("cpu", "mps")  # Apple's GPU stays as torch reports it
+
+
+def test_the_auto_preset_follows_the_device_training_runs_on_not_only_what_the_machine_has(monkeypatch):
+    """A GPU user's reading, 2026-11-27: `cram.py --device cpu` on a GPU machine trained the 120M paper model on the
+    CPU. bench.py passes its --device on."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert [cram.parse_config(a).preset for a in ([], ["--device", "cuda"], ["--device", "auto"], ["--device", "cpu"],
+                                                  ["--device", "mps"], ["--device", "cpu", "--preset", "paper"])] == \
+        ["paper", "paper", "paper", "tiny", "tiny", "paper"]
+    seen = []
+    monkeypatch.setattr(cram, "parse_config", lambda argv: seen.append(argv) or sys.exit(0))
+    with pytest.raises(SystemExit):
+        bench.main(["--device", "cpu"])
+    assert seen[0][:4] == ["--preset", "auto", "--device", "cpu"]
 
 
 def test_a_tool_a_test_starts_without_naming_its_device_and_preset_fails_that_test():

@@ -205,9 +205,30 @@ def test_an_mps_batch_is_a_plain_blocking_copy_never_pinned(monkeypatch):
 
 def test_compile_is_on_by_default_only_for_cuda_on_linux_not_on_mps_cpu_or_windows(monkeypatch):
     monkeypatch.setattr(sys, "platform", "linux")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))
     assert [hardware.compile_by_default(torch.device(d)) for d in ("cuda", "mps", "cpu")] == [True, False, False]
     monkeypatch.setattr(sys, "platform", "win32")  # inductor needs Triton for CUDA, which Windows lacks
     assert not hardware.compile_by_default(torch.device("cuda"))
+
+
+@pytest.mark.parametrize("given", [True, "true"])
+def test_compile_is_off_where_torch_cannot_and_asked_for_it_is_one_line(given, monkeypatch):
+    """A Kaggle P100 (6.0) or a GeForce 10 series (6.1): Triton needs 7.0. torch 2.5 on Python 3.13: no dynamo."""
+    import torch._dynamo
+    monkeypatch.setattr(sys, "platform", "linux")
+    cuda = torch.device("cuda")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (6, 0))
+    assert not hardware.compile_by_default(cuda) and hardware.wants_compile("auto", cuda) is False
+    with pytest.raises(hardware.CramError, match=r"^--compile: Triton, .* needs compute capability 7.0 .*: use "
+                                                 r"--compile false$"):
+        hardware.wants_compile(given, cuda)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 0))
+    assert hardware.wants_compile(None, cuda) is True and hardware.wants_compile(given, cuda) is True
+    assert hardware.wants_compile("false", cuda) is False and hardware.wants_compile(False, cuda) is False
+    monkeypatch.setattr(torch._dynamo, "is_dynamo_supported", lambda: False)
+    assert not hardware.compile_by_default(cuda)
+    with pytest.raises(hardware.CramError, match=r"cannot compile on Python 3\.\d+: use --compile false"):
+        hardware.wants_compile(given, torch.device("cpu"))
 
 
 def test_several_gpus_talk_through_nccl_on_linux_and_gloo_on_windows_and_cpus(monkeypatch):
@@ -220,7 +241,7 @@ def test_several_gpus_talk_through_nccl_on_linux_and_gloo_on_windows_and_cpus(mo
 def test_auto_compile_follows_the_platform_decision_in_train(tmp_path, monkeypatch):
     compiled = []
     monkeypatch.setattr(torch, "compile", lambda model: compiled.append(model) or model)
-    monkeypatch.setattr(cram, "compile_by_default", lambda device: True)
+    monkeypatch.setattr(hardware, "compile_by_default", lambda device: True)
     write_data(tmp_path / "data")
     cram.main(["--data_dir", str(tmp_path / "data"), "--out_dir", str(tmp_path / "out"), "--max_steps", "1",
                *TINY_FLAGS])
