@@ -80,17 +80,21 @@ def run_config(run_dir, line="config"):
 
 def side_by_side(runs):
     """Runs side by side in numbers: each one's steps, tokens, final validation loss and nats under its unigram
-    baseline, and its difference from the first. Runs that differ only in --seed give the noise: the range of their
-    nats under unigram; a difference inside it is within the noise (too small to tell from another seed). Where the
-    first run and another have seeds of their own, their means decide, whatever the folders' order. A rerun of the
-    same seed is not another seed, nor is a run of other code (the log's "code": its .py files' hash); runs whose
-    validation differs (--mask_rate, --eval_seqs) are said not to compare."""
+    baseline, and its difference from the first (from the mean of the first's seeds where it has several, so the
+    folders' order does not decide). Runs that differ only in --seed give the noise: the range of their nats under
+    unigram; a difference inside it is within the noise (too small to tell from another seed); seeds against seeds,
+    their means decide. A rerun of the same seed is not another seed, nor is a run of other code (the log's "code":
+    its .py files' hash); runs whose validation differs (--mask_rate, --eval_seqs) are said not to compare."""
     rows, groups, validations, keys, seeds_run, codes = [], {}, set(), [], [], []
+    paths = [os.path.normpath(run) for run, _, _ in runs]
+    names = [os.path.basename(p) for p in paths]
+    if len(set(names)) < len(names):  # runs/base/seed0 beside runs/tweak/seed0: base/seed0, tweak/seed0
+        common = os.path.commonpath([os.path.abspath(os.path.dirname(p)) for p in paths])
+        names = [os.path.relpath(os.path.abspath(p), common) for p in paths]
     for run, steps, evals in runs:
         base, last = unigram_baseline(run), evals[-1]["val_loss"] if evals else None
         under = base - last if base is not None and last is not None else None
-        rows.append((os.path.basename(os.path.normpath(run)), steps[-1].get("step", len(steps)),
-                     steps[-1].get("tokens"), last, under))
+        rows.append((names[len(rows)], steps[-1].get("step", len(steps)), steps[-1].get("tokens"), last, under))
         config = run_config(run)
         same = {k: v for k, v in config.items() if k not in ("seed", "out_dir", "resume")}
         same["code"] = run_config(run, "run").get("code")  # the .py files that ran (logs from 2026-11-27 on)
@@ -102,19 +106,19 @@ def side_by_side(runs):
         keys.append(json.dumps(same, sort_keys=True) if same and under is not None and "seed" in config else None)
         if keys[-1]:  # one run a seed: a rerun of it is not another seed
             groups.setdefault(keys[-1], {}).setdefault(config["seed"], (len(rows) - 1, under))
-    sets = [list(g.values()) for g in groups.values() if len(g) > 1]  # (row, nats under unigram) of each seed
-    seeds = {tuple(rows[i][0] for i, _ in s): [u for _, u in s] for s in sets}
-    member = {i: names for names, s in zip(seeds, sets) for i, _ in s}  # row -> the names of its seeds
-    spreads = {names: max(u) - min(u) for names, u in seeds.items()}
-    noise = max(spreads.values(), default=None)
-    n_seeds = len(max(spreads, key=spreads.get)) if spreads else 0  # the seeds that measured the noise
-    mean = {names: sum(u) / len(u) for names, u in seeds.items()}
-    first = member.get(0)  # the first run's seeds, if it has some
+    sets = [list(g.values()) for g in groups.values() if len(g) > 1]  # each run's seeds: (row, nats under unigram)
+    group = {i: j for j, seeds in enumerate(sets) for i, _ in seeds}  # row -> its set of seeds
+    mean = [sum(u for _, u in seeds) / len(seeds) for seeds in sets]
+    spread = [max(u for _, u in seeds) - min(u for _, u in seeds) for seeds in sets]
+    noise = max(spread, default=None)
+    n_seeds = len(sets[spread.index(noise)]) if sets else 0  # the seeds that measured the noise
+    first = group.get(0)  # the first run's seeds, if it has some: then their mean is what every run is held against
+    reference = mean[first] if first is not None else rows[0][4]
 
     def verdict(i, gap):  # what run i's difference from the first says
         if keys[i] and keys[i] == keys[0] and seeds_run[i] != seeds_run[0]:
             return " (another seed of the first: the noise itself)"
-        if first and i in member and keys[i] != keys[0]:  # seeds against seeds: one seed against one says little
+        if first is not None and i in group:  # seeds against seeds: one seed against one says little
             return " (one of its seeds: the means, below, decide)"
         if keys[i] and keys[i] == keys[0]:  # a log without "code" (before 2026-11-27) cannot tell a change in the code
             return " (a rerun of the first: the same flags, seed and code)" if codes[i] else \
@@ -123,20 +127,24 @@ def side_by_side(runs):
             return ""
         few = "; few seeds see less of the noise than many: add seeds to be sure" * (n_seeds < 5)
         return " (within the noise)" if abs(gap) <= noise else f" (beyond the spread of {n_seeds} seeds{few})"
-    print(f"{'run':<24} {'steps':>7} {'tokens':>12} {'val loss':>9} {'under unigram':>14}  vs the first")
+    width = max(24, *map(len, names))
+    print(f"{'run':<{width}} {'steps':>7} {'tokens':>12} {'val loss':>9} {'under unigram':>14}  vs the first" +
+          "'s seeds' mean" * (first is not None))
     for i, (name, step, tokens, last, under) in enumerate(rows):
-        gap = None if i == 0 or under is None or rows[0][4] is None else under - rows[0][4]
+        gap = None if i == 0 or under is None or reference is None else under - reference
         diff = "" if gap is None else f"{gap:+.3f}" + verdict(i, gap)
-        print(f"{name:<24} {step:>7,} {tokens or 0:>12,} {last if last is not None else float('nan'):>9.4f} "
+        print(f"{name:<{width}} {step:>7,} {tokens or 0:>12,} {last if last is not None else float('nan'):>9.4f} "
               f"{under if under is not None else float('nan'):>+14.3f}  {diff}")
-    for names, spread in spreads.items():  # the mean and spread are what a row of docs/records.md gives
+    for j, seeds in enumerate(sets):  # the mean and spread are what a row of docs/records.md gives
         few = " (few seeds see less of the noise than many: five of tiny's 1,000 steps spread 0.073, the README)"
-        print(f"seeds: {', '.join(names)} differ only in --seed: mean {sum(seeds[names]) / len(names):+.3f}, spread "
-              f"{spread:.3f} nats under unigram" + few * (len(names) < 5))
-    for names in (n for n in seeds if first and n != first):  # the order of the folders no longer decides
-        gap = mean[names] - mean[first]
-        print(f"means: {', '.join(names)} against {', '.join(first)}: {gap:+.3f} nats under unigram " + (
-            "(within the noise)" if abs(gap) <= noise else f"(beyond the largest spread of these seeds, {noise:.3f})"))
+        print(f"seeds: {', '.join(rows[i][0] for i, _ in seeds)} differ only in --seed: mean {mean[j]:+.3f}, spread "
+              f"{spread[j]:.3f} nats under unigram" + few * (len(seeds) < 5))
+    if first is not None:  # seeds against seeds: their means, whatever the order of the folders
+        for j, seeds in enumerate(sets):
+            if j != first:
+                gap, within = mean[j] - mean[first], abs(mean[j] - mean[first]) <= noise
+                print(f"means: {', '.join(rows[i][0] for i, _ in seeds)} against the first's: {gap:+.3f} nats under "
+                      "unigram " + ("(within the noise)" if within else f"(beyond the largest spread, {noise:.3f})"))
     if len(validations) > 1:
         print("these runs' validation losses do not compare: they mask at other rates or score other rows (mask_rate, "
               f"eval_seqs: {', '.join(map(str, sorted(validations, key=str)))}); to change training's masking, "

@@ -101,8 +101,8 @@ def test_plot_tells_another_seed_from_a_rerun_and_from_a_run_of_edited_code(tmp_
     lines = capsys.readouterr().out.splitlines()
     assert lines[2].endswith("(another seed of the first: the noise itself)")
     assert lines[3].endswith("(a rerun of the first: the same flags, seed and code)")
-    assert lines[4].endswith("-0.100 (beyond the spread of 2 seeds; few seeds see less of the noise than many: add "
-                             "seeds to be sure)")  # other code: a tweak, judged by the noise
+    assert lines[4].endswith("-0.095 (beyond the spread of 2 seeds; few seeds see less of the noise than many: add "
+                             "seeds to be sure)")  # other code: a tweak, judged by the noise, against base's mean
     assert "seeds: base, base1 differ only in --seed" in lines[5]
     assert lines[6].startswith("warm0: other code than the first: where the change is in what evaluation runs too")
     old = [with_log(tmp_path / "old", 1.10, seed=0), with_log(tmp_path / "old_again", 1.00, seed=0)]  # no code line
@@ -131,10 +131,11 @@ def test_plot_prints_runs_side_by_side_and_calls_a_difference_inside_the_seeds_s
     assert plot.side_by_side([(r, *plot.read_metrics(r)) for r in (a, b, hot, close)]) == pytest.approx(0.06)
     lines = capsys.readouterr().out.splitlines()
     assert lines[1].split()[:5] == ["seed0", "20", "81,920", "6.2000", "+1.900"]
-    assert lines[2].endswith("+0.060 (another seed of the first: the noise itself)")
-    assert lines[3].endswith("+0.200 (beyond the spread of 2 seeds; few seeds see less of the noise than many: add "
+    assert lines[0].endswith("vs the first's seeds' mean")  # 1.930
+    assert lines[2].endswith("+0.030 (another seed of the first: the noise itself)")
+    assert lines[3].endswith("+0.170 (beyond the spread of 2 seeds; few seeds see less of the noise than many: add "
                              "seeds to be sure)")
-    assert lines[4].endswith("+0.040 (within the noise)")
+    assert lines[4].endswith("+0.010 (within the noise)")
     assert lines[5].startswith("seeds: seed0, seed1 differ only in --seed: mean +1.930, spread 0.060 nats under unigram"
                                " (few seeds see less of the noise than many")
     plot.side_by_side([(r, *plot.read_metrics(r)) for r in (a, hot)])
@@ -153,8 +154,25 @@ def test_plot_judges_seeds_against_seeds_by_their_means_whatever_the_order_of_th
         assert sum(line.endswith("(one of its seeds: the means, below, decide)") for line in lines) == 2
     far = [with_log(tmp_path / f"far{s}", u, seed=s, lr=5e-3) for s, u in ((0, 0.90), (1, 0.92))]
     plot.side_by_side([(r, *plot.read_metrics(r)) for r in base + far])
-    assert capsys.readouterr().out.splitlines()[-1] == ("means: far0, far1 against base0, base1: -0.187 nats under "
-                                                        "unigram (beyond the largest spread of these seeds, 0.072)")
+    assert capsys.readouterr().out.splitlines()[-1] == ("means: far0, far1 against the first's: -0.187 nats under "
+                                                        "unigram (beyond the largest spread, 0.072)")
+    one = with_log(tmp_path / "one", 1.140, seed=0, lr=2e-2)  # a tweak of one seed: held against base's mean
+    for order in (base + [one], base[::-1] + [one]):  # the README's plot.py runs/base runs/base1 runs/tweak
+        plot.side_by_side([(r, *plot.read_metrics(r)) for r in order])
+        assert capsys.readouterr().out.splitlines()[3].endswith("+0.043 (within the noise)")
+
+
+def test_plot_keeps_runs_apart_whose_folders_share_a_name_and_names_them_by_their_paths(tmp_path, capsys):
+    x = [with_log(tmp_path / "x" / f"s{s}", u, seed=s) for s, u in ((0, 1.00), (1, 1.05))]
+    t = [with_log(tmp_path / f"t{s}", u, seed=s, lr=2e-2) for s, u in ((0, 1.50), (1, 1.52))]
+    z = [with_log(tmp_path / "z" / f"s{s}", u, seed=s, lr=5e-3) for s, u in ((0, 1.80), (1, 1.82))]
+    plot.side_by_side([(r, *plot.read_metrics(r)) for r in x + t + z])
+    out = capsys.readouterr().out
+    starts = [line.split(" ")[0] for line in out.splitlines()]
+    assert starts.count("seeds:") == 3 and starts.count("means:") == 2, out
+    assert "means: t0, t1 against the first's: +0.485 nats under unigram (beyond the largest spread, 0.050)" in out
+    assert f"means: {os.path.join('z', 's0')}, {os.path.join('z', 's1')} against the first's: +0.785" in out
+    assert starts[1:3] == [os.path.join("x", "s0"), os.path.join("x", "s1")]
 
 
 def test_plot_counts_a_rerun_of_one_seed_as_no_noise_and_says_when_validation_differs(tmp_path, capsys):
