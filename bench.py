@@ -9,7 +9,7 @@
     python bench.py --memory                                     # per-GPU bytes of DDP and --shard, by arithmetic
     python bench.py --preset paper --finetune 1,5 --seq_len 64   # fine-tuning: 1 seed, 5 seeds as one model
 
-Every candidate runs in the precision train() would pick here (hardware.amp_dtype: bf16 from Ampere on, fp16
+Every candidate runs in the precision train() would pick here (hardware.amp_dtype: bf16 from Ampere on, mostly fp16
 before it, fp32 on a CPU), so a ratio compares code, not precisions; on a GPU each also gets its own peak memory.
 
 Timings on a shared CPU are noisy, so the candidates (ours, the matmul ceiling, transformers' BERT) are run
@@ -253,7 +253,7 @@ def main(argv=None):
     p.add_argument("--seq_len", type=int, default=128)
     p.add_argument("--device", default="auto")
     p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
-                   help="default: on for CUDA, not on Windows")
+                   help="default: on for CUDA where torch can compile, not on Windows")
     p.add_argument("--accum", type=int, default=1, help="micro-batches per optimizer step (training: batch / micro)")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=10)

@@ -14,7 +14,7 @@ The architecture (paper section 4.2, the final "crammed BERT"):
 - positions: a fixed sin/cos table times ONE learnable scalar (init 1/sqrt(d)); no token-type embedding
 - embedding LayerNorm; decoder tied to the token embedding, no decoder bias, no head transform
 - sparse prediction: the vocabulary projection runs only on the masked positions; dropout off (on for fine-tuning)
-- the loss inside the compiled model; bf16 autocast and residual stream from Ampere on, fp16 + GradScaler before it
+- the loss inside the compiled model; bf16 autocast and residual stream from Ampere on, older GPUs fp16 + GradScaler
 - tiny CPU preset only: a fixed local attention bias -slope*|i - j| (ALiBi, Press et al. 2022); docs/notes.md
 The recipe (section 4.3, with the reference code's final values: docs/recipe.md): MLM at 25% (80/10/10), AdamW,
 lr(t) = peak * min(0.25 + t, 4(1 - t)) with t the fraction of the time budget used, batch size ramped linearly to
@@ -88,7 +88,7 @@ class Config:
     resume: bool = arg(False, "continue from out_dir/ckpt.pt")
     # system
     device: str = arg("auto", "auto, cuda, cpu or mps")
-    compile: str = arg("auto", "torch.compile: auto (on for CUDA, not on Windows), true, false")
+    compile: str = arg("auto", "torch.compile: auto (on for CUDA where torch can, not on Windows), true, false")
     shard: bool = arg(False, "under torchrun: FSDP2 (ZeRO-3) splits weights, gradients, Adam moments over ranks")
     offload: bool = arg(False, "with --shard on GPUs: the shards live in CPU memory (ZeRO-Offload), slower steps")
     seed: int = arg(0, "weights at init and masks (a pure function of seed and step)")
@@ -105,7 +105,7 @@ PRESETS = {
 
 def parse_config(argv=None):
     """Flags from Config's fields (types coerced, typos rejected); precedence: defaults < preset < flags."""
-    auto = "paper" if torch.cuda.is_available() else "tiny"
+    auto = "paper" if torch.cuda.is_available() else "tiny"  # where training runs on CUDA (--device cpu: tiny)
     p = argparse.ArgumentParser(allow_abbrev=False, description="Pretrain a crammed BERT under a wall-clock budget. "
                                 f"Defaults: the paper preset's, tiny's beside them; --preset auto is {auto} here.")
     for f in fields(Config):
@@ -114,8 +114,8 @@ def parse_config(argv=None):
         p.add_argument(f"--{f.name}", **kind, default=argparse.SUPPRESS,
                        help=f"{f.metadata['help']} (default {f.default}{tiny})".replace("%", "%%"))
     given = vars(p.parse_args(argv))
-    preset = given.get("preset", "auto")  # auto: paper where training runs on CUDA (--device cpu: tiny)
-    preset = (auto if given.get("device", "auto") in ("auto", "cuda") else "tiny") if preset == "auto" else preset
+    auto = auto if given.get("device", "auto") in ("auto", "cuda") else "tiny"
+    preset = auto if given.get("preset", "auto") == "auto" else given["preset"]
     if preset not in PRESETS:
         p.error(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}")
     return Config(**{**PRESETS[preset], **given, "preset": preset})
@@ -557,12 +557,12 @@ def train(cfg):
 
     torch.manual_seed(cfg.seed)
     model = CrammedBERT(cfg, vocab_size, T).to(device)
-    compiling = wants_compile(cfg.compile, device)  # auto: on CUDA, not on Windows
+    compiling = wants_compile(cfg.compile, device)  # auto: on CUDA where torch can (cannot_compile), not on Windows
     cfg.micro_batch = cfg.micro_batch or ranks.least(fit_micro_batch(device, model, cfg, T, ranks.world, compiling))
     if cfg.shard:  # ZeRO-3, before the optimizer sees the weights
         shard_model(model, device, ranks.world, cfg.offload)
     optimizer = make_optimizer(model, cfg, device)
-    dtype = amp_dtype(device)  # bf16 from Ampere on, fp16 with loss scaling before it, fp32 on the CPU and MPS
+    dtype = amp_dtype(device)  # bf16 from Ampere on, older GPUs fp16 with loss scaling; fp32 on the CPU and MPS
     scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
     amp = functools.partial(autocast, device, dtype)  # in fp32 no autocast at all: what MPS needs
     ckpt_path, clock, old_micro = os.path.join(cfg.out_dir, "ckpt.pt"), Clock(), cfg.micro_batch

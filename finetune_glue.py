@@ -114,7 +114,7 @@ def training_step(forward, params, args, device):
         lr.fill_(value) if graphs else optimizer.param_groups[0].update(lr=value)
 
     def step(batch_ids, pad_mask, y, real):  # real (S, B): 1 on a batch's examples, 0 on the copies that fill it up
-        with autocast(device, dtype):  # as in pretraining: bf16 from Ampere on, fp16 before it, else fp32
+        with autocast(device, dtype):  # as in pretraining (hardware.amp_dtype): bf16 from Ampere on, else fp16 or fp32
             out = forward(batch_ids, pad_mask).float()                                   # (S, B, n_out)
         per_example = F.mse_loss(out[..., 0], y.float(), reduction="none") if out.shape[-1] == 1 else \
             F.cross_entropy(out.flatten(0, 1), y.flatten(), reduction="none").view_as(real)    # (S, B)
@@ -323,11 +323,11 @@ def run(args):
     info = run_info(device)
     print(f"settings: {json.dumps(vars(args))}\nrun: {json.dumps(info)}")
     data = {task.name: (task, *load_task(task, args)) for task in tasks}  # every file read: a bad one costs no training
-    made = [d for d in [out_dir, *out_dir.parents] if not d.exists()]  # the folders this run makes, the deepest first
-    (out_dir / "predictions").mkdir(parents=True, exist_ok=True)  # and leaves no folder
     print("\n".join(describe(task, train) for task, train, _ in data.values()))
     random_inits = [False, True] if args.vs_random else [args.random_init]  # True: the no-pretraining baseline
     paced, pace = plan_run(args, data, device, pretrained, random_inits)  # compiled? seeds in a step? the pace line
+    made = [d for d in [out_dir, *out_dir.parents] if not d.exists()]  # the folders this run makes, the deepest first
+    (out_dir / "predictions").mkdir(parents=True, exist_ok=True)  # and leaves no folder
     report = {r: {"table": {}, "baseline": {}, "results": {}, "tasks": {}, "draws": {}} for r in random_inits}
     outputs, this = {}, own_name(out_dir, data, t_start)  # glue-<tasks>-<time>: this run's own files
     tasks_kept = 0  # tasks in this run's own copy so far

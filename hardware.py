@@ -28,14 +28,17 @@ from errors import CramError
 
 def amp_dtype(device):
     """Autocast precision, what the GPU computes natively: bf16 from Ampere (capability 8.0) on; fp16 with a GradScaler
-    before it (T4 7.5, V100 7.0: is_bf16_supported() says yes, but emulated, with no flash attention or compiled
-    kernels for it; and the P100, 6.0); None (fp32) on the CPU, MPS and the GeForce 10 series (6.1: fp16 at 1/64 of
-    its fp32 speed)."""
+    on the T4 (7.5) and V100 (7.0), whose bf16 is emulated (is_bf16_supported() says yes, but there are no flash
+    attention or compiled kernels for it), and on the P100 (6.0); None (fp32) on the CPU, MPS and the GeForce 10
+    series (6.1: fp16 at 1/64 of its fp32 speed)."""
     if device.type != "cuda":
         return None
     capability = torch.cuda.get_device_capability(device)
-    return torch.bfloat16 if capability >= (8, 0) else torch.float16 if capability >= (7, 0) or capability == (6, 0) \
-        else None
+    if capability >= (8, 0):
+        return torch.bfloat16
+    if capability >= (7, 0) or capability == (6, 0):
+        return torch.float16
+    return None  # a GeForce 10 series
 
 
 def autocast(device, dtype):
@@ -67,8 +70,8 @@ def compile_by_default(device):
 def wants_compile(given, device):
     """--compile: True or "true" compiles (one line where it cannot: cannot_compile), None or "auto" as
     compile_by_default, else not."""
-    if given in (True, "true") and (why := cannot_compile(device)):
-        raise CramError(f"--compile: {why}: use --compile false")
+    if given in (True, "true") and (why := cannot_compile(device)):  # cram.py's flag takes a word; the others none
+        raise CramError(f"--compile: {why}: " + ("use --compile false" if given == "true" else "leave out --compile"))
     return compile_by_default(device) if given in (None, "auto") else given in (True, "true")
 
 
@@ -172,15 +175,17 @@ def fit_micro_batch(device, model, cfg, seq_len, world=1, compiled=True, most=51
     """--micro_batch 0 (the default): as many sequences as the GPU allows, as the paper runs (96 on a 2080 Ti, 512 on
     an A6000): the largest power of two up to `most` whose training state (16 bytes a parameter: weights, gradients,
     two Adam moments) and activations (30 bytes x n_embd per token and layer: the paper model compiled, 12.8 GiB at
-    256 and 23.9 at 512 on an H100; uncompiled twice that, a margin, not measured) fill at most 70% of the GPU's
-    memory, or what is free of it. At most 512: +2.4% tokens/s over 256 there, larger not yet measured; at most an
-    eighth of the batch target over `world` GPUs, so the batch still ramps. Off CUDA 128, the paper's default."""
+    256 and 23.9 at 512 on an H100; uncompiled twice that, a margin, not measured; in fp32 twice again) fill at most
+    70% of the GPU's memory, or what is free of it. At most 512: +2.4% tokens/s over 256 there, larger not yet
+    measured; at most an eighth of the batch target over `world` GPUs, so the batch still ramps. Off CUDA 128, the
+    paper's default."""
     most = max(1, min(most, cfg.batch_size // (8 * world)))
     if device.type != "cuda":
         return min(128, most)
     free, total = torch.cuda.mem_get_info(device)
     room = min(0.7 * total, free) - 16 * sum(p.numel() for p in model.parameters())
-    per_sequence = (30 if compiled else 60) * cfg.n_embd * seq_len * cfg.n_layer
+    fp32 = amp_dtype(device) is None  # a GeForce 10 series: activations of 4 bytes, not 2
+    per_sequence = (30 if compiled else 60) * (2 if fp32 else 1) * cfg.n_embd * seq_len * cfg.n_layer
     return max([2 ** k for k in range(most.bit_length()) if 2 ** k * per_sequence <= room], default=1)
 
 
@@ -202,8 +207,8 @@ COMPILE_PAYS = 100_000  # fine-tuning batches (every seed's) a head shape from w
 
 def compile_pays(device, batches, heads=1):
     """fine_tuning_plan's rule for compiling (below): a GPU where it works and was measured, a run long enough."""
-    return use_cuda_graphs(device) and compile_by_default(device) and torch.__version__ >= (2, 11) and \
-        batches >= COMPILE_PAYS * heads
+    return use_cuda_graphs(device) and torch.__version__ >= (2, 11) and batches >= COMPILE_PAYS * heads and \
+        compile_by_default(device)
 
 
 def fine_tuning_plan(device, batches, seeds, n_params, compile=None, together=None, heads=1):

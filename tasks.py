@@ -459,17 +459,17 @@ def describe(task, train):
     """One line on what was read: the kind of task, its columns, its training rows and how many of each label."""
     kind = "classification" if task.labels else "regression" + (" (labels not written whole; classes? write "
                                                                 "them as whole numbers or words)") * (not task.hub)
-    rows = np.bincount(train.labels, minlength=len(task.labels)) if task.labels else np.zeros(1, int)
-    counts = "" if task.labels is None else ", labels " + ", ".join(f"{v!r} {n}" for v, n in zip(task.labels, rows))
+    per_label = np.bincount(train.labels, minlength=len(task.labels)).tolist() if task.labels else []
+    counts = ", labels " + ", ".join(f"{v!r} {n}" for v, n in zip(task.labels, per_label)) if task.labels else ""
     few = f" (few: with under {FEW} a classifier has little to learn from)" * (len(train.a) < FEW)
     odd = [v for v in task.labels or () if v.lower() in ("nan", "null", "none", "n/a")]
     commas = [v for v in task.labels or () if re.fullmatch(r"[-+]?\d+(,\d+)+(\.\d+)?", v)]
     cased = [v for v in task.labels or () if [w.lower() for w in task.labels].count(v.lower()) > 1]
-    lone = [v for v, n in zip(task.labels or (), rows) if n == 1 and rows.max() >= 10]  # 'vehicel' beside 'vehicle'?
+    lone = [v for v, n in zip(task.labels or (), per_label) if n == 1 and max(per_label) >= MANY]  # 'vehicel'?
     notes = [f"{odd} may stand for empty values: each is a class here" * bool(odd),
              f"{commas[:3]} are read as words: numbers with a comma? a regression needs 4.5 or 1250, not 4,5 or 1,250"
              * bool(commas), f"{sorted(cased, key=str.lower)[:6]} differ only in case: each is a class" * bool(cased),
-             f"{lone[:6]} are on one training row each: a typo? a class needs rows to learn from" * bool(lone)]
+             f"{lone[:6]} are on one training row each: a typo? or a class too rare to learn" * bool(lone)]
     return (f"task {task.name}: {kind}, text {[c for c in task.columns[:2] if c is not None]}, label "
             f"{task.columns[2]!r}, {len(train.a)} train rows{few}{counts}" + "".join(
                 f"\nnote: the labels {n}" for n in notes if n and not task.hub))
@@ -481,6 +481,7 @@ def describe(task, train):
 METRICS = ("acc", "mcc", "f1", "macro_f1", "pearson", "spearman", "rmse")  # what a task's metrics may name
 SMALL = 200  # a dev set under this many rows says how far one row moves its score (one_row)
 FEW = 100  # a training file under this many rows is called few (describe)
+MANY = 10  # a label on one training row where another has this many: a typo? (describe)
 RESAMPLES = 1000  # bootstrap resamples of the dev rows behind each interval (seed 0: the same every run)
 INTERVAL_WORDS = (f"95% interval over the rows: accuracy's is Wilson's binomial interval, the other metrics' a "
                   f"percentile bootstrap ({RESAMPLES} resamples of the rows, seed 0)")

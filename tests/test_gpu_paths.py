@@ -104,8 +104,9 @@ def test_the_paper_s_micro_batch_is_as_many_sequences_as_the_gpu_allows(gpu, mem
     """--micro_batch 0 (the paper's default): the largest power of two whose state and activations fill at most 70%
     of the GPU (the paper model compiled: 12.8 GiB at 256, 23.9 at 512, measured on an H100), 512 at most, as the
     paper ran 512 on an A6000; 128 off CUDA; at most an eighth of the batch target shared by the GPUs."""
-    free = {"memory": memory}
+    free, capability = {"memory": memory}, {"now": (8, 0)}
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (free["memory"], memory))
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability["now"])
     cfg = cram.parse_config(["--preset", "paper"])
     with torch.device("meta"):
         model = cram.CrammedBERT(cfg, 32768, 128)  # 119.6 M parameters
@@ -114,6 +115,9 @@ def test_the_paper_s_micro_batch_is_as_many_sequences_as_the_gpu_allows(gpu, mem
     assert fit(cuda, model, cfg, 512) == long_rows  # rows of 512 tokens: 4x the activations
     assert fit(cuda, model, cfg, 128, compiled=False) == min(micro, long_rows * 2)  # eager: twice, a margin
     assert fit(cuda, model, cfg, 128, world=16) == 64 and fit(cuda, model, cfg, 128, world=4) == min(micro, 256)
+    capability["now"] = (6, 1)  # a GeForce 10 series computes in fp32: activations twice the bytes
+    assert fit(cuda, model, cfg, 128) == min(micro, long_rows * 2) and fit(cuda, model, cfg, 512) == long_rows // 2
+    capability["now"] = (8, 0)
     free["memory"] = memory / 4  # another process holds three quarters of the GPU: what is free counts
     assert fit(cuda, model, cfg, 128) == a_quarter_free
     assert fit(torch.device("cpu"), model, cfg, 128) == 128

@@ -695,7 +695,7 @@ def test_a_label_on_one_training_row_beside_labels_on_many_is_noted_as_a_possibl
     task = task_of(path)
     line = tasks.describe(task, tasks.read_split(task, path))
     assert "labels 'sport' 10, 'world' 10, 'wrold' 1\nnote: the labels ['wrold'] are on one training row each: a " \
-           "typo?" in line
+           "typo? or a class too rare to learn" in line
     few = write(tmp_path / "few.csv", rows(9, label=lambda i: ["a", "b", "c", "d", "e", "f", "g", "h", "i"][i]))
     assert "note" not in tasks.describe(task_of(few), tasks.read_split(task_of(few), few))  # nine classes of one
 
