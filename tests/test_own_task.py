@@ -352,6 +352,16 @@ def test_bad_own_task_inputs_are_one_line_errors_and_write_nothing(ckpt, tmp_pat
     assert not (tmp_path / "out").exists()  # not even an empty folder: every file is read before it is made
 
 
+def test_compile_asked_for_where_torch_cannot_is_one_line_before_any_folder_is_made(ckpt, tmp_path, monkeypatch):
+    import hardware  # a GPU before the V100 (a review, 2026-11-27: the line came after predictions/ was made)
+    monkeypatch.setattr(hardware, "cannot_compile", lambda device: "Triton ... needs compute capability 7.0")
+    good = write(tmp_path / "good.csv", rows(9))
+    with pytest.raises(SystemExit, match=r"^finetune_glue.py: error: --compile: Triton .*: leave out --compile$"):
+        fg.main([str(ckpt), "--train_file", good, "--validation_file", good, "--compile", "--device", "cpu",
+                 "--out", str(tmp_path / "out" / "run")])
+    assert not (tmp_path / "out").exists()
+
+
 def test_empty_texts_are_skipped_and_named_in_one_warning(tmp_path, capsys):
     items = rows(5)
     items[2]["sentence"] = "  "
