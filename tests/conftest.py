@@ -1,6 +1,6 @@
-"""What several test files share: a tiny checkpoint in cram.py's layout, with its tokenizer beside it; a free port for
-torchrun; a fixture's value built once for all pytest-xdist workers (built_once); the slow tests first, handed out
-one at a time; and the machine every test runs on, the same whatever the machine has:
+"""What several test files share: a tiny checkpoint in cram.py's layout, with its tokenizer beside it (torchrun's tests
+take `--standalone`: a free port, torchrun's own pick); a fixture's value built once for all pytest-xdist workers
+(built_once); the slow tests first, handed out one at a time; and the machine every test runs on, the same whatever the machine has:
 
 - the CPU. A test not marked `cuda` sees no CUDA GPU: torch.cuda.is_available() says False in this process, and
   CUDA_VISIBLE_DEVICES="" hides the GPU from every process a test starts (cram.py, torchrun, the lesson's kernel),
@@ -17,7 +17,6 @@ import json
 import os
 import shlex
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -144,14 +143,6 @@ def cuda_tests_see_the_gpu(request, monkeypatch):
     PINNED = False
     yield
     PINNED = True
-
-
-def free_port():
-    """A TCP port free on this machine now, the kernel's pick, for torchrun's --master_port: tests running in
-    parallel (pytest -n) each get their own, where fixed numbers collided."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def built_once(tmp_path_factory, name, build):

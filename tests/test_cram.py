@@ -19,7 +19,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import cram  # noqa: E402
 from cram import Config, CrammedBERT, batch_size_at, lr_at, mask_tokens, sinusoidal_table  # noqa: E402
-from conftest import free_port  # noqa: E402
 
 TINY = dict(n_layer=2, n_embd=32, n_head=2, ffn_hidden=64)
 TINY_FLAGS = ["--preset", "tiny", "--n_layer", "2", "--n_embd", "32", "--n_head", "2", "--ffn_hidden", "64",
@@ -418,8 +417,8 @@ def test_sigint_saves_a_checkpoint_and_says_how_to_resume(tmp_path):
 @pytest.mark.slow
 def test_torchrun_with_two_cpu_processes_trains(tmp_path):
     data = write_data(tmp_path / "data")
-    p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
-                        str(free_port()), str(ROOT / "cram.py"), "--data_dir", str(data), "--out_dir",
+    p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone",
+                        str(ROOT / "cram.py"), "--data_dir", str(data), "--out_dir",
                         str(tmp_path / "out"), "--max_steps", "4", *TINY_FLAGS], capture_output=True, text=True,
                        cwd=ROOT, timeout=180)
     assert p.returncode == 0, p.stderr[-3000:]

@@ -18,7 +18,7 @@ import torch
 
 from test_cram import ROOT, TINY_FLAGS, write_data
 from test_glue import write_task
-from conftest import built_once, free_port
+from conftest import built_once
 import bench  # noqa: E402  (test_cram put the project on sys.path)
 import cram  # noqa: E402
 import fill_mask  # noqa: E402
@@ -300,8 +300,8 @@ def torchrun(tmp_path, patch, *flags):
     script.write_text(f"import os, sys, time\nsys.path.insert(0, {str(ROOT)!r})\nimport cram\n"
                       f"rank = int(os.environ['RANK'])\n{patch}\ncram.main(sys.argv[1:])\n")
     write_data(tmp_path / "data")
-    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
-                           str(free_port()), str(script), "--data_dir", str(tmp_path / "data"), "--out_dir",
+    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone",
+                           str(script), "--data_dir", str(tmp_path / "data"), "--out_dir",
                            str(tmp_path / "out"), *TINY_FLAGS, *flags],
                           capture_output=True, text=True, cwd=ROOT, timeout=300)
 
@@ -469,8 +469,8 @@ def sharded_run(data, out, *flags, patch=SPY):
     script = out.parent / f"run_{out.name}.py"
     script.write_text(f"import os, sys\nsys.path.insert(0, {str(ROOT)!r})\nimport torch\nimport cram\n"
                       f"rank = int(os.environ['RANK'])\n{patch}\ncram.main(sys.argv[1:])\n", encoding="utf-8")
-    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
-                           str(free_port()), str(script), "--data_dir", str(data), "--out_dir", str(out), *SHARD_FLAGS,
+    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone",
+                           str(script), "--data_dir", str(data), "--out_dir", str(out), *SHARD_FLAGS,
                            *flags],
                           capture_output=True, text=True, cwd=ROOT, timeout=300)
 
@@ -749,7 +749,7 @@ def test_an_offloaded_run_s_group_reduces_cpu_tensors_which_an_nccl_only_group_c
     def run(backend):  # gloo stands in for NCCL on this CPU, for the same devices ("nccl" alone: CUDA only)
         spec = (backend if ":" in backend else f"cuda:{backend}").replace("nccl", "gloo")
         return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-                               "--master_port", str(free_port()), str(script), spec], capture_output=True, text=True,
+                               "--standalone", str(script), spec], capture_output=True, text=True,
                               timeout=120).stdout
     cuda = torch.device("cuda")
     assert "failed: No backend type associated with device type cpu" in run(hardware.dist_backend(cuda))
