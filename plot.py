@@ -111,7 +111,7 @@ def side_by_side(runs):
     mean = [sum(u for _, u in seeds) / len(seeds) for seeds in sets]
     spread = [max(u for _, u in seeds) - min(u for _, u in seeds) for seeds in sets]
     noise = max(spread, default=None)
-    n_seeds = len(sets[spread.index(noise)]) if sets else 0  # the seeds that measured the noise
+    widest = [rows[i][0] for i, _ in sets[spread.index(noise)]] if sets else []  # the seeds that measured the noise
     first = group.get(0)  # the first run's seeds, if it has some: then their mean is what every run is held against
     reference = mean[first] if first is not None else rows[0][4]
 
@@ -125,8 +125,8 @@ def side_by_side(runs):
                 " (the first's flags and seed: a rerun, or other code?)"
         if noise is None:
             return ""
-        few = "; few seeds see less of the noise than many: add seeds to be sure" * (n_seeds < 5)
-        return " (within the noise)" if abs(gap) <= noise else f" (beyond the spread of {n_seeds} seeds{few})"
+        few = "; few seeds see less of the noise than many: add seeds to be sure" * (len(widest) < 5)
+        return " (within the noise)" if abs(gap) <= noise else f" (beyond the noise, {noise:.3f}{few})"
     width = max(24, *map(len, names))
     print(f"{'run':<{width}} {'steps':>7} {'tokens':>12} {'val loss':>9} {'under unigram':>14}  vs the first" +
           "'s seeds' mean" * (first is not None))
@@ -139,12 +139,15 @@ def side_by_side(runs):
         few = " (few seeds see less of the noise than many: five of tiny's 1,000 steps spread 0.073, the README)"
         print(f"seeds: {', '.join(rows[i][0] for i, _ in seeds)} differ only in --seed: mean {mean[j]:+.3f}, spread "
               f"{spread[j]:.3f} nats under unigram" + few * (len(seeds) < 5))
+    if noise is not None:
+        print(f"the noise: {noise:.3f} nats, the spread of {', '.join(widest)}, the widest of the seeds here; a gap "
+              "within it is within the noise, as another seed alone could make it")
     if first is not None:  # seeds against seeds: their means, whatever the order of the folders
         for j, seeds in enumerate(sets):
             if j != first:
                 gap, within = mean[j] - mean[first], abs(mean[j] - mean[first]) <= noise
                 print(f"means: {', '.join(rows[i][0] for i, _ in seeds)} against the first's: {gap:+.3f} nats under "
-                      "unigram " + ("(within the noise)" if within else f"(beyond the largest spread, {noise:.3f})"))
+                      "unigram " + ("(within the noise)" if within else f"(beyond the noise, {noise:.3f})"))
     if len(validations) > 1:
         print("these runs' validation losses do not compare: they mask at other rates or score other rows (mask_rate, "
               f"eval_seqs: {', '.join(map(str, sorted(validations, key=str)))}); to change training's masking, "

@@ -101,10 +101,12 @@ def test_plot_tells_another_seed_from_a_rerun_and_from_a_run_of_edited_code(tmp_
     lines = capsys.readouterr().out.splitlines()
     assert lines[2].endswith("(another seed of the first: the noise itself)")
     assert lines[3].endswith("(a rerun of the first: the same flags, seed and code)")
-    assert lines[4].endswith("-0.095 (beyond the spread of 2 seeds; few seeds see less of the noise than many: add "
-                             "seeds to be sure)")  # other code: a tweak, judged by the noise, against base's mean
+    assert lines[4].endswith("-0.095 (beyond the noise, 0.010; few seeds see less of the noise than many: add seeds "
+                             "to be sure)")  # other code: a tweak, judged by the noise, against base's mean
     assert "seeds: base, base1 differ only in --seed" in lines[5]
-    assert lines[6].startswith("warm0: other code than the first: where the change is in what evaluation runs too")
+    assert lines[6] == ("the noise: 0.010 nats, the spread of base, base1, the widest of the seeds here; a gap within it "
+                        "is within the noise, as another seed alone could make it")
+    assert lines[7].startswith("warm0: other code than the first: where the change is in what evaluation runs too")
     old = [with_log(tmp_path / "old", 1.10, seed=0), with_log(tmp_path / "old_again", 1.00, seed=0)]  # no code line
     plot.side_by_side([(r, *plot.read_metrics(r)) for r in old])
     assert capsys.readouterr().out.splitlines()[2].endswith("(the first's flags and seed: a rerun, or other code?)")
@@ -133,8 +135,8 @@ def test_plot_prints_runs_side_by_side_and_calls_a_difference_inside_the_seeds_s
     assert lines[1].split()[:5] == ["seed0", "20", "81,920", "6.2000", "+1.900"]
     assert lines[0].endswith("vs the first's seeds' mean")  # 1.930
     assert lines[2].endswith("+0.030 (another seed of the first: the noise itself)")
-    assert lines[3].endswith("+0.170 (beyond the spread of 2 seeds; few seeds see less of the noise than many: add "
-                             "seeds to be sure)")
+    assert lines[3].endswith("+0.170 (beyond the noise, 0.060; few seeds see less of the noise than many: add seeds "
+                             "to be sure)")
     assert lines[4].endswith("+0.010 (within the noise)")
     assert lines[5].startswith("seeds: seed0, seed1 differ only in --seed: mean +1.930, spread 0.060 nats under unigram"
                                " (few seeds see less of the noise than many")
@@ -155,7 +157,7 @@ def test_plot_judges_seeds_against_seeds_by_their_means_whatever_the_order_of_th
     far = [with_log(tmp_path / f"far{s}", u, seed=s, lr=5e-3) for s, u in ((0, 0.90), (1, 0.92))]
     plot.side_by_side([(r, *plot.read_metrics(r)) for r in base + far])
     assert capsys.readouterr().out.splitlines()[-1] == ("means: far0, far1 against the first's: -0.187 nats under "
-                                                        "unigram (beyond the largest spread, 0.072)")
+                                                        "unigram (beyond the noise, 0.072)")
     one = with_log(tmp_path / "one", 1.140, seed=0, lr=2e-2)  # a tweak of one seed: held against base's mean
     for order in (base + [one], base[::-1] + [one]):  # the README's plot.py runs/base runs/base1 runs/tweak
         plot.side_by_side([(r, *plot.read_metrics(r)) for r in order])
@@ -170,7 +172,7 @@ def test_plot_keeps_runs_apart_whose_folders_share_a_name_and_names_them_by_thei
     out = capsys.readouterr().out
     starts = [line.split(" ")[0] for line in out.splitlines()]
     assert starts.count("seeds:") == 3 and starts.count("means:") == 2, out
-    assert "means: t0, t1 against the first's: +0.485 nats under unigram (beyond the largest spread, 0.050)" in out
+    assert "means: t0, t1 against the first's: +0.485 nats under unigram (beyond the noise, 0.050)" in out
     assert f"means: {os.path.join('z', 's0')}, {os.path.join('z', 's1')} against the first's: +0.785" in out
     assert starts[1:3] == [os.path.join("x", "s0"), os.path.join("x", "s1")]
 
