@@ -81,11 +81,12 @@ def run_config(run_dir, line="config"):
 def side_by_side(runs):
     """Runs side by side in numbers: each one's steps, tokens, final validation loss and nats under its unigram
     baseline, and its difference from the first (from the mean of the first's seeds where it has several, so the
-    folders' order does not decide). Runs that differ only in --seed give the noise: the range of their nats under
-    unigram; a difference inside it is within the noise (too small to tell from another seed); seeds against seeds,
-    their means decide. A rerun of the same seed is not another seed, nor is a run of other code (the log's "code":
-    its .py files' hash); runs whose validation differs (--mask_rate, --eval_seqs) are said not to compare."""
-    rows, groups, validations, keys, seeds_run, codes = [], {}, set(), [], [], []
+    folders' order does not decide). Runs that differ only in --seed are one run's seeds: the widest range of their
+    nats under unigram is the noise, and a difference inside it is within the noise (too small to tell from another
+    seed); a run with seeds of its own is judged by their mean. A rerun of the same seed is not another seed, nor is
+    a run of other code (the log's "code": its .py files' hash); runs whose validation differs (--mask_rate,
+    --eval_seqs) get no verdict and are said not to compare."""
+    rows, groups, valid, keys, seeds_run, codes = [], {}, [], [], [], []
     paths = [os.path.normpath(run) for run, _, _ in runs]
     names = [os.path.basename(p) for p in paths]
     if len(set(names)) < len(names):  # runs/base/seed0 beside runs/tweak/seed0: base/seed0, tweak/seed0
@@ -100,9 +101,10 @@ def side_by_side(runs):
         same["code"] = run_config(run, "run").get("code")  # the .py files that ran (logs from 2026-11-27 on)
         seeds_run.append(config.get("seed"))
         codes.append(same["code"])
-        if config and under is not None:  # the rows it scored: eval_seqs, or all the validation set holds
+        valid.append(None)  # what its validation scored: mask_rate, and eval_seqs or all the validation set's rows
+        if config and under is not None:
             rows_scored = min(config.get("eval_seqs", 0), from_data_line(run, r"'val': (\d+)") or math.inf)
-            validations.add((config.get("mask_rate"), rows_scored))
+            valid[-1] = (config.get("mask_rate"), rows_scored)
         keys.append(json.dumps(same, sort_keys=True) if same and under is not None and "seed" in config else None)
         if keys[-1]:  # one run a seed: a rerun of it is not another seed
             groups.setdefault(keys[-1], {}).setdefault(config["seed"], (len(rows) - 1, under))
@@ -115,18 +117,21 @@ def side_by_side(runs):
     first = group.get(0)  # the first run's seeds, if it has some: then their mean is what every run is held against
     reference = mean[first] if first is not None else rows[0][4]
 
+    def judged(gap):
+        few = "; few seeds see less of the noise than many: add seeds to be sure" * (len(widest) < 5)
+        return "(within the noise)" if abs(gap) <= noise else f"(beyond the noise, {noise:.3f}{few})"
+
     def verdict(i, gap):  # what run i's difference from the first says
         if keys[i] and keys[i] == keys[0] and seeds_run[i] != seeds_run[0]:
             return " (another seed of the first: the noise itself)"
-        if first is not None and i in group:  # seeds against seeds: one seed against one says little
+        if valid[i] and valid[0] and valid[i] != valid[0]:
+            return " (another validation: not comparable, below)"
+        if i in group and group[i] != first:  # seeds against seeds: one seed against one says little
             return " (one of its seeds: the means, below, decide)"
         if keys[i] and keys[i] == keys[0]:  # a log without "code" (before 2026-11-27) cannot tell a change in the code
             return " (a rerun of the first: the same flags, seed and code)" if codes[i] else \
                 " (the first's flags and seed: a rerun, or other code?)"
-        if noise is None:
-            return ""
-        few = "; few seeds see less of the noise than many: add seeds to be sure" * (len(widest) < 5)
-        return " (within the noise)" if abs(gap) <= noise else f" (beyond the noise, {noise:.3f}{few})"
+        return "" if noise is None else " " + judged(gap)
     width = max(24, *map(len, names))
     print(f"{'run':<{width}} {'steps':>7} {'tokens':>12} {'val loss':>9} {'under unigram':>14}  vs the first" +
           "'s seeds' mean" * (first is not None))
@@ -140,15 +145,18 @@ def side_by_side(runs):
         print(f"seeds: {', '.join(rows[i][0] for i, _ in seeds)} differ only in --seed: mean {mean[j]:+.3f}, spread "
               f"{spread[j]:.3f} nats under unigram" + few * (len(seeds) < 5))
     if noise is not None:
-        print(f"the noise: {noise:.3f} nats, the spread of {', '.join(widest)}, the widest of the seeds here; a gap "
-              "within it is within the noise, as another seed alone could make it")
-    if first is not None:  # seeds against seeds: their means, whatever the order of the folders
-        for j, seeds in enumerate(sets):
-            if j != first:
-                gap, within = mean[j] - mean[first], abs(mean[j] - mean[first]) <= noise
-                print(f"means: {', '.join(rows[i][0] for i, _ in seeds)} against the first's: {gap:+.3f} nats under "
-                      "unigram " + ("(within the noise)" if within else f"(beyond the noise, {noise:.3f})"))
-    if len(validations) > 1:
+        print(f"the noise: {noise:.3f} nats, the spread of {', '.join(widest)}, the widest spread of one run's seeds "
+              "here; a gap within it is within the noise, as another seed alone could make it")
+    whose = "the first" if first is None else "the first's"  # the first run, or the mean of its seeds
+    for j, seeds in enumerate(sets):  # seeds against the first: by their mean, whatever the order of the folders
+        if j != first and reference is not None and valid[seeds[0][0]] == valid[0]:
+            gap = mean[j] - reference
+            print(f"means: {', '.join(rows[i][0] for i, _ in seeds)} against {whose}: {gap:+.3f} nats under unigram "
+                  + judged(gap))
+    if len(rows) > 1 and reference is None:
+        print(f"{rows[0][0]} has no validation loss under a unigram baseline (no log.txt, or no eval line): nothing to "
+              "hold the other runs against")
+    if len(validations := {v for v in valid if v}) > 1:
         print("these runs' validation losses do not compare: they mask at other rates or score other rows (mask_rate, "
               f"eval_seqs: {', '.join(map(str, sorted(validations, key=str)))}); to change training's masking, "
               "--mask_from and --mask_to keep evaluation's --mask_rate")

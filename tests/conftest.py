@@ -1,6 +1,7 @@
 """What several test files share: a tiny checkpoint in cram.py's layout, with its tokenizer beside it (torchrun's tests
 take `--standalone`: a free port, torchrun's own pick); a fixture's value built once for all pytest-xdist workers
-(built_once); the slow tests first, handed out one at a time; and the machine every test runs on, the same whatever the machine has:
+(built_once); the slow tests first, handed out one at a time; and the machine every test runs on, the same whatever
+the machine has:
 
 - the CPU. A test not marked `cuda` sees no CUDA GPU: torch.cuda.is_available() says False in this process, and
   CUDA_VISIBLE_DEVICES="" hides the GPU from every process a test starts (cram.py, torchrun, the lesson's kernel),

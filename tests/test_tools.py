@@ -104,8 +104,8 @@ def test_plot_tells_another_seed_from_a_rerun_and_from_a_run_of_edited_code(tmp_
     assert lines[4].endswith("-0.095 (beyond the noise, 0.010; few seeds see less of the noise than many: add seeds "
                              "to be sure)")  # other code: a tweak, judged by the noise, against base's mean
     assert "seeds: base, base1 differ only in --seed" in lines[5]
-    assert lines[6] == ("the noise: 0.010 nats, the spread of base, base1, the widest of the seeds here; a gap within it "
-                        "is within the noise, as another seed alone could make it")
+    assert lines[6] == ("the noise: 0.010 nats, the spread of base, base1, the widest spread of one run's seeds "
+                        "here; a gap within it is within the noise, as another seed alone could make it")
     assert lines[7].startswith("warm0: other code than the first: where the change is in what evaluation runs too")
     old = [with_log(tmp_path / "old", 1.10, seed=0), with_log(tmp_path / "old_again", 1.00, seed=0)]  # no code line
     plot.side_by_side([(r, *plot.read_metrics(r)) for r in old])
@@ -156,12 +156,38 @@ def test_plot_judges_seeds_against_seeds_by_their_means_whatever_the_order_of_th
         assert sum(line.endswith("(one of its seeds: the means, below, decide)") for line in lines) == 2
     far = [with_log(tmp_path / f"far{s}", u, seed=s, lr=5e-3) for s, u in ((0, 0.90), (1, 0.92))]
     plot.side_by_side([(r, *plot.read_metrics(r)) for r in base + far])
-    assert capsys.readouterr().out.splitlines()[-1] == ("means: far0, far1 against the first's: -0.187 nats under "
-                                                        "unigram (beyond the noise, 0.072)")
+    assert capsys.readouterr().out.splitlines()[-1].startswith("means: far0, far1 against the first's: -0.187 nats "
+                                                               "under unigram (beyond the noise, 0.072; few seeds")
     one = with_log(tmp_path / "one", 1.140, seed=0, lr=2e-2)  # a tweak of one seed: held against base's mean
     for order in (base + [one], base[::-1] + [one]):  # the README's plot.py runs/base runs/base1 runs/tweak
         plot.side_by_side([(r, *plot.read_metrics(r)) for r in order])
         assert capsys.readouterr().out.splitlines()[3].endswith("+0.043 (within the noise)")
+
+
+def test_plot_holds_a_tweak_s_seeds_by_their_mean_against_a_first_run_of_one_seed_in_either_order(tmp_path, capsys):
+    """A review, 2026-11-27: with a single run first, each seed of the other was judged alone, and with the seeds
+    first, the single run was judged against one of them."""
+    base = [with_log(tmp_path / f"base{s}", u, seed=s) for s, u in ((0, 1.95), (1, 1.92))]
+    tweak = with_log(tmp_path / "tweak", 1.96, seed=0, lr=2e-2)
+    plot.side_by_side([(r, *plot.read_metrics(r)) for r in [tweak] + base])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].startswith("tweak") and all(line.endswith("(one of its seeds: the means, below, decide)")
+                                                for line in lines[2:4])
+    assert lines[-1] == "means: base0, base1 against the first: -0.025 nats under unigram (within the noise)"
+    plot.side_by_side([(r, *plot.read_metrics(r)) for r in base + [tweak]])
+    assert capsys.readouterr().out.splitlines()[3].endswith("+0.025 (within the noise)")
+
+
+def test_plot_gives_no_verdict_across_validations_and_says_when_the_first_run_has_no_loss(tmp_path, capsys):
+    base = [with_log(tmp_path / f"base{s}", u, seed=s) for s, u in ((0, 1.95), (1, 1.92))]
+    rate = with_log(tmp_path / "rate15", 1.60, mask_rate=0.15)  # evaluation masks 15%: another measure
+    plot.side_by_side([(r, *plot.read_metrics(r)) for r in base + [rate]])
+    out = capsys.readouterr().out
+    assert "-0.335 (another validation: not comparable, below)" in out and "do not compare" in out
+    (tmp_path / "base0" / "log.txt").unlink()  # no unigram baseline: nothing to hold the others against
+    plot.side_by_side([(r, *plot.read_metrics(r)) for r in base])
+    assert "base0 has no validation loss under a unigram baseline (no log.txt, or no eval line)" in \
+        capsys.readouterr().out
 
 
 def test_plot_keeps_runs_apart_whose_folders_share_a_name_and_names_them_by_their_paths(tmp_path, capsys):
@@ -172,7 +198,7 @@ def test_plot_keeps_runs_apart_whose_folders_share_a_name_and_names_them_by_thei
     out = capsys.readouterr().out
     starts = [line.split(" ")[0] for line in out.splitlines()]
     assert starts.count("seeds:") == 3 and starts.count("means:") == 2, out
-    assert "means: t0, t1 against the first's: +0.485 nats under unigram (beyond the noise, 0.050)" in out
+    assert "means: t0, t1 against the first's: +0.485 nats under unigram (beyond the noise, 0.050; few" in out
     assert f"means: {os.path.join('z', 's0')}, {os.path.join('z', 's1')} against the first's: +0.785" in out
     assert starts[1:3] == [os.path.join("x", "s0"), os.path.join("x", "s1")]
 
