@@ -798,7 +798,7 @@ def test_the_readme_masking_example_prints_what_the_readme_shows(tmp_path, monke
     import masking
     section = README.split("## Masking, worked", 1)[1].split("\n## ", 1)[0]
     assert "python examples/masking.py" in section
-    shown = section.split("here:\n```\n", 1)[1].split("```", 1)[0]  # the output block
+    shown = section.split("`position input->target`:\n```\n", 1)[1].split("```", 1)[0]  # the output block
     prepare.main(["--vocab_size", "8192", "--max_tokens_per_char", "0.3", "--out", str(tmp_path / "data")])
     monkeypatch.chdir(tmp_path)
     capsys.readouterr()
