@@ -10,8 +10,8 @@
 tokens x the model's FLOPs per token, which cram.py logs): the last two compare models of different sizes.
 
 Reads <run>/metrics.jsonl (one JSON object per optimizer step, plus one per evaluation) and the unigram baseline
-from <run>/log.txt, dashed on the loss panel (the loss of guessing each token by its frequency). matplotlib is an
-optional extra (`pip install matplotlib`), imported only here: cram.py itself never needs it.
+from <run>/log.txt, dashed on the loss panel (the loss of guessing each token by its frequency). matplotlib (in
+requirements.txt) is imported only here: cram.py itself never needs it.
 --model draws cram.CrammedBERT instead: the whole encoder and one block, every shape read off a real forward pass.
 """
 import argparse

@@ -1,6 +1,6 @@
 """Prepare pretraining data for cram.py: text -> tokenizer -> packed 128-token rows -> uint16 binaries.
 
-    python prepare.py --vocab_size 4096                      # the embedded BBC News corpus (offline) -> data/
+    python prepare.py --vocab_size 8192 --max_tokens_per_char 0.3  # the embedded BBC News corpus (offline) -> data/
     python prepare.py wiki/ --out data/wiki --bench         # local files and folders (here: WikiExtractor's output)
     python prepare.py books.jsonl.gz --tokenizer gpt2 --out data/books           # GPT-2's BPE (tiktoken) instead
     python prepare.py --hf wikitext --hf_config wikitext-103-raw-v1 --out data/wt  # a Hugging Face hub dataset

