@@ -22,6 +22,7 @@ from torch.overrides import TorchFunctionMode
 from tqdm import tqdm
 
 from cram import Config, CramError, CrammedBERT
+from errors import not_readable
 from hardware import amp_dtype, autocast
 from tasks import METRICS, count
 from tokenizer import load_tokenizer
@@ -206,8 +207,7 @@ def load_classifier(path, device="cpu"):
                               dropout=0.0, pool=head["pool"], sep_id=head["sep_id"], pair=head["pair"])
         model.load_state_dict(saved["model"], assign=True)  # the loaded tensors themselves become the weights
     except Exception as e:  # not a torch file, a crafted pickle, a field missing or of the wrong shape
-        raise CramError(f"{folder / 'model.pt'} is damaged or not a saved classifier ({type(e).__name__}: "
-                        f"{' '.join(str(e).split())[:150]}): fine-tune again with --save_model") from None
+        raise not_readable(folder / "model.pt", e, "a saved classifier", "fine-tune again with --save_model") from None
     if len(info["labels"] or [0]) != head["n_out"] or len(info["text_columns"]) != 1 + head["pair"] or \
             info["max_len"] > seq_len:
         raise CramError(f"{folder / 'classifier.json'} does not match model.pt (its labels, text columns or max_len, "

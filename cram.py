@@ -36,7 +36,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from errors import CramError, is_file_name  # a user's mistake: main() prints it in one line
+from errors import CramError, is_file_name, not_readable  # a user's mistake: main() prints it in one line
 from hardware import amp_dtype, autocast, device_peak_flops, pick_device, run_info, wants_compile
 from hardware import out_of_memory, safe_console, safe_globals, stop_on_signals  # out of memory, Ctrl+C: save, stop
 from hardware import fit_micro_batch, shard_model, start_processes  # the GPU's micro-batch; several processes
@@ -50,6 +50,8 @@ def arg(default, meaning):  # a Config field: its default (the paper's) and what
     return field(default=default, metadata={"help": meaning})
 
 
+# Defaults: the paper's recipe. A --preset (PRESETS, below) replaces some of them, a flag any one: to change what
+# `--preset tiny` trains, edit its PRESETS entry (or pass the flag), not the default here.
 @dataclass
 class Config:
     preset: str = arg("auto", "paper, tiny, or auto: paper on CUDA, tiny elsewhere")
@@ -363,12 +365,7 @@ def read_checkpoint(path, mmap=False):
         with safe_globals(torch.torch_version.TorchVersion):  # torch 2.4 too
             return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except Exception as e:
-        raise damaged(path, e) from None
-
-
-def damaged(path, e):  # a checkpoint cut short, not cram.py's, or a field missing or wrong: one line, e's 1st sentence
-    return CramError(f"{path} is damaged or not a cram.py checkpoint ({type(e).__name__}: "
-                     f"{' '.join(str(e).split('. ')[0].split())[:150]}): check the path, or train in a new --out_dir")
+        raise not_readable(path, e) from None
 
 
 def load_model(ckpt_path, device="cpu"):
@@ -382,7 +379,7 @@ def load_model(ckpt_path, device="cpu"):
         model = CrammedBERT(cfg, ckpt["vocab_size"], ckpt["seq_len"])
         model.load_state_dict(ckpt["model"])
     except Exception as e:  # a field missing, or of the wrong type or shape
-        raise damaged(ckpt_path, e) from None
+        raise not_readable(ckpt_path, e) from None
     return model.to(device), cfg, meta
 
 
@@ -450,7 +447,7 @@ class Clock:
 
 def resume(path, cfg, meta, model, optimizer, scaler):
     """Load a checkpoint's state into model, optimizer and scaler, on any device: the same model on the same data
-    (else one line names the setting), any --micro_batch. Returns the Clock's fields and the old micro-batch."""
+    (else one line names the setting), any --micro_batch. Returns the Clock's fields, the old micro-batch and code."""
     ckpt = read_checkpoint(path, mmap=cfg.shard and sys.platform != "win32")  # Windows: a mapped file stays
     try:
         was, now = {**asdict(Config(**ckpt["config"])), **ckpt["meta"]}, {**asdict(cfg), **meta}  # new fields: defaults
@@ -467,9 +464,10 @@ def resume(path, cfg, meta, model, optimizer, scaler):
         if ckpt["scaler"]:  # empty from a bf16 or CPU run: an fp16 GPU then starts its loss scale afresh
             scaler.load_state_dict(ckpt["scaler"])
         torch.set_rng_state(ckpt["rng"]["torch"])
-        return ckpt["step"], ckpt["train_time"], ckpt["data_pos"], ckpt["val_loss"], was["micro_batch"]
+        return (ckpt["step"], ckpt["train_time"], ckpt["data_pos"], ckpt["val_loss"], was["micro_batch"],
+                ckpt.get("info", {}).get("code"))
     except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as e:  # a field missing or wrong
-        raise damaged(path, e) from None
+        raise not_readable(path, e) from None
 
 
 class Log:
@@ -565,9 +563,9 @@ def train(cfg):
     dtype = amp_dtype(device)  # bf16 from Ampere on, older GPUs fp16 with loss scaling; fp32 on the CPU and MPS
     scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
     amp = functools.partial(autocast, device, dtype)  # in fp32 no autocast at all: what MPS needs
-    ckpt_path, clock, old_micro = os.path.join(cfg.out_dir, "ckpt.pt"), Clock(), cfg.micro_batch
+    ckpt_path, clock, old_micro, old_code = os.path.join(cfg.out_dir, "ckpt.pt"), Clock(), cfg.micro_batch, None
     if cfg.resume:
-        *counters, old_micro = resume(ckpt_path, cfg, meta, model, optimizer, scaler)
+        *counters, old_micro, old_code = resume(ckpt_path, cfg, meta, model, optimizer, scaler)
         clock = Clock(*counters)
     elif os.path.exists(ckpt_path):
         raise CramError(f"{ckpt_path} already exists: pass --resume to continue it, or choose another --out_dir")
@@ -584,6 +582,8 @@ def train(cfg):
         f"unigram baseline {baseline:.4f} nats")
     t = clock.progress(cfg)
     start = f"resuming at step {clock.step}, {100 * t:.1f}% of budget" if cfg.resume else "fresh start"
+    if old_code not in (None, info["code"]):  # weights of the same shapes load: an edited activation would pass unseen
+        start += " (by other code than saved it: cram.py or a module it imports changed since)"
     log(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters | {flops / 1e6:.0f} MFLOP/token"
         f" | {start}" + (f", micro-batch {old_micro} -> {cfg.micro_batch}" if old_micro != cfg.micro_batch else ""))
     facts = dict(meta=meta, config=asdict(cfg), vocab_size=vocab_size, seq_len=T, info=info, unigram_baseline=baseline)

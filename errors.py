@@ -4,7 +4,9 @@ CramError is raised where the problem is found; each script's main() catches it,
 exits 1. die() stops at once the same way. They live in this small module so that a module which needs only them
 (tasks.py, tokenizer.py) does not import the model's code.
 """
+import re
 import sys
+import textwrap
 from pathlib import Path
 
 
@@ -21,3 +23,17 @@ def is_file_name(name):
     """A name read from a file (meta.json's tokenizer_file, a checkpoint's meta) must be a bare file name: joined to
     a folder it stays in that folder ("../../x", "/etc/x", "C:x" would reach another). Refuse it otherwise."""
     return isinstance(name, str) and name not in ("", ".", "..") and not any(c in name for c in "/\\:\0")
+
+
+def not_readable(path, e, what="a cram.py checkpoint", fix="train in a new --out_dir"):
+    """A saved file that will not load, in one line. Whole, but load_state_dict refuses its weights: the model's code
+    was edited since it was saved (a tweak to cram.py), so say which weight differs. Else: cut short, or not ours."""
+    lines = str(e).splitlines() or [""]
+    if lines[0].startswith("Error(s) in loading state_dict") and len(lines) > 1:  # torch's wording, a line a weight
+        first = re.sub(r"copying a param with shape torch.Size\((.*?)\) from checkpoint, the shape in current model is "
+                       r"torch.Size\((.*?)\)\.?", r"\1 in the file, \2 in this code", lines[1].strip())
+        return CramError(f"{path} holds weights that this code does not build ({textwrap.shorten(first, 160)}): the "
+                         "model's code changed since it was saved: run it with the code that saved it (a run's log.txt "
+                         f"names its git commit), or {fix}")
+    return CramError(f"{path} is damaged or not {what} ({type(e).__name__}: "
+                     f"{textwrap.shorten(str(e).split('. ')[0], 150, placeholder=' ...')}): check the path, or {fix}")

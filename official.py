@@ -157,7 +157,11 @@ def scale_to_ours(s):  # the position scale: stored with shape (1,), ours is a 0
 
 def to_release(state, cfg):
     """Our state dict -> the release's names and layouts, with the tied decoder and the attention scales it stores."""
-    out = {theirs: state[ours] for theirs, ours in name_map(cfg.n_layer).items()}
+    names = name_map(cfg.n_layer)
+    if extra := sorted(set(state) - set(names.values())):  # an edited cram.py's weight: the format has no place for it
+        raise CramError(f"the model has weights the release's format has no place for ({', '.join(extra[:3])}): "
+                        "cram.py was changed from the paper's model; export a checkpoint of the unchanged code")
+    out = {theirs: state[ours] for theirs, ours in names.items()}
     for name, w in out.items():
         out[name] = (qkv_to_release(w, cfg.n_head) if name.endswith("query_key_value.weight") else
                      w.reshape(1) if name.endswith("scale_factor") else w.clone())

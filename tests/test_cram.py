@@ -586,7 +586,8 @@ def test_a_damaged_checkpoint_is_one_line_and_a_failed_resume_touches_nothing(da
     else:
         torch.save(CKPT_DAMAGE[damage](torch.load(good / "ckpt.pt", weights_only=False)), out / "ckpt.pt")
     before = files_of(out)
-    needle = "damaged or not a cram.py checkpoint"
+    needle = "damaged or not a cram.py checkpoint" if damage != "weights of another shape" else \
+        "holds weights that this code does not build"  # whole, but not what this code builds: as if cram.py changed
     if damage != "no optimizer":  # finetune_glue.py's way in needs no optimizer state
         with pytest.raises(cram.CramError, match=needle) as e:
             cram.load_model(str(out / "ckpt.pt"))
@@ -632,3 +633,45 @@ def test_a_checkpoint_whose_meta_names_a_file_outside_its_folder_is_called_damag
     torch.save({**state, "meta": {**state["meta"], **meta}}, path)
     with pytest.raises(cram.CramError, match="damaged or not a cram.py checkpoint .*outside the checkpoint's folder"):
         cram.load_model(str(path))
+
+
+@pytest.mark.parametrize("edit, shown", [("shape", "in the file, [32, 32] in this code"),
+                                         ("new weight", 'Unexpected key(s) in state_dict: "embed.pos_emb.weight"')])
+def test_a_checkpoint_of_edited_model_code_names_the_weight_that_differs_not_a_damaged_file(edit, shown, tmp_path):
+    """A learner's tweak to cram.py's model (a wider layer, a new weight) makes an old checkpoint's weights unfit:
+    the file is whole, so the line says which weight differs and points at the code, not at the file."""
+    data = write_data(tmp_path / "data")
+    run_cram("--data_dir", str(data), "--out_dir", str(tmp_path / "out"), "--max_steps", "1", *TINY_FLAGS)
+    path = tmp_path / "out" / "ckpt.pt"
+    state = torch.load(path, weights_only=True)
+    weights, name = dict(state["model"]), "blocks.0.attn.out.weight"
+    if edit == "shape":
+        weights[name] = torch.cat([weights[name], weights[name]], dim=1)
+    else:
+        weights["embed.pos_emb.weight"] = torch.zeros(32, 32)
+    torch.save({**state, "model": weights}, path)
+    with pytest.raises(cram.CramError) as e:
+        cram.load_model(str(path))
+    message = str(e.value)
+    assert "holds weights that this code does not build" in message and shown in message, message
+    assert "damaged" not in message and "log.txt names its git commit" in message and "\n" not in message
+    resumed = run_cram("--data_dir", str(data), "--out_dir", str(tmp_path / "out"), "--max_steps", "2", "--resume",
+                       *TINY_FLAGS, check=False)  # the same line from --resume, and nothing else
+    assert resumed.returncode == 1 and resumed.stderr.strip().splitlines() == [f"cram.py: error: {message}"], \
+        resumed.stderr[-2000:]
+
+
+def test_a_resume_by_edited_code_says_so_in_the_log(tmp_path):
+    """An edit that keeps every weight's shape (an activation, a constant) loads silently; the log line says it."""
+    data, out = write_data(tmp_path / "data"), tmp_path / "out"
+    flags = ["--data_dir", str(data), "--out_dir", str(out), *TINY_FLAGS]
+    cram.main([*flags, "--max_steps", "3"])
+    ckpt = torch.load(out / "ckpt.pt", weights_only=True)
+    saved = dict(ckpt)
+    cram.main([*flags, "--max_steps", "4", "--resume"])  # the same code: no note
+    assert "resuming at step 3" in (out / "log.txt").read_text(encoding="utf-8")
+    assert "by other code" not in (out / "log.txt").read_text(encoding="utf-8")
+    torch.save({**saved, "info": {**saved["info"], "code": "0123456789ab"}}, out / "ckpt.pt")  # as if cram.py changed
+    cram.main([*flags, "--max_steps", "5", "--resume"])
+    line = next(x for x in (out / "log.txt").read_text(encoding="utf-8").splitlines()[::-1] if "resuming" in x)
+    assert "resuming at step 3" in line and "(by other code than saved it" in line, line

@@ -731,6 +731,19 @@ def test_the_real_command_exits_non_zero_on_a_stub_and_prints_one_fail_line(tmp_
     assert "in batch_size_at: NotImplementedError: exercise batch_ramp" in checked.stdout
 
 
+def test_the_exercise_pages_sample_fail_lines_are_what_the_real_check_prints(tmp_path):
+    """docs/exercises.md quotes a check's output with line numbers of a student's copy, which move when cram.py does."""
+    run = lambda *args: subprocess.run([sys.executable, str(ROOT / "exercises.py"), *args], cwd=tmp_path,
+                                       capture_output=True, encoding="utf-8", timeout=120)
+    assert run("stub", "masking").returncode == 0
+    page = (ROOT / "docs" / "exercises.md").read_text(encoding="utf-8")
+    printed = run("check", "masking", "--file", "my_cram.py").stdout.splitlines()[0]
+    assert printed in page, f"docs/exercises.md should quote: {printed}"
+    start = (tmp_path / "my_cram.py").read_text(encoding="utf-8").splitlines().index(
+        "def mask_tokens(ids, mask_id, vocab_size, rate, generator):") + 1
+    assert f"(my_cram.py line {start}: mask_tokens)" in page, f"docs/exercises.md: the missing return is at line {start}"
+
+
 def test_the_exercise_page_shows_the_workflow_every_exercise_and_the_picture():
     page = (ROOT / "docs" / "exercises.md").read_text(encoding="utf-8")
     assert "![" in page and "(exercises_150_steps.png)" in page and (ROOT / "docs" / "exercises_150_steps.png").exists()

@@ -199,7 +199,7 @@ def test_resume_reads_to_the_cpu_and_restores_a_model_on_another_device(tmp_path
         model = cram.CrammedBERT(cfg, meta["vocab_size"], meta["seq_len"])
     optimizer = cram.make_optimizer(model, cfg, torch.device("meta"))
     scaler = torch.amp.GradScaler("cuda", enabled=False)
-    step, train_time, data_pos, _, micro = cram.resume(str(path), cfg, meta, model, optimizer, scaler)
+    step, train_time, data_pos, _, micro, _ = cram.resume(str(path), cfg, meta, model, optimizer, scaler)
     assert (step, data_pos, micro) == (3, ckpt["data_pos"], 4) and train_time > 0
     assert torch.equal(torch.get_rng_state(), ckpt["rng"]["torch"])
 

@@ -388,6 +388,29 @@ def test_a_checkpoint_the_release_cannot_hold_is_refused_in_one_line_and_nothing
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]  # no folder, no staging folder left
 
 
+def test_a_weight_of_an_edited_cram_py_is_refused_by_export_not_dropped(ckpt, tmp_path, monkeypatch, capsys):
+    """A learner's cram.py with a weight the release has no name for (an untied decoder): export would save a model
+    without it, another function, and say it worked. It is refused, and what the export loads says the same."""
+    import cram
+
+    class Untied(CrammedBERT):  # cram.py as a learner edits it
+        def __init__(self, cfg, vocab_size, seq_len):
+            super().__init__(cfg, vocab_size, seq_len)
+            self.decoder = torch.nn.Linear(cfg.n_embd, vocab_size, bias=False)
+    cfg = Config(n_layer=1, n_embd=32, n_head=2, ffn_hidden=64)
+    monkeypatch.setattr(cram, "CrammedBERT", Untied)
+    path = save_ckpt(tmp_path / "run", cfg, Untied(cfg, V, 128), ckpt)
+    with pytest.raises(SystemExit) as e:
+        official.main(["export", str(path), str(tmp_path / "rel")])
+    assert "no place for (decoder.weight)" in str(e.value) and "\n" not in str(e.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]  # nothing written
+    monkeypatch.undo()  # the code as it was: a folder exported by it, then read by an edited cram.py
+    folder = official.export(save_ckpt(tmp_path / "plain", cfg, CrammedBERT(cfg, V, 128), ckpt), tmp_path / "rel")
+    monkeypatch.setattr(official, "CrammedBERT", Untied)
+    with pytest.raises(CramError, match="release's format has no place for"):
+        official.load_release(folder)
+
+
 def test_a_gpt2_checkpoint_is_refused_before_its_tokenizer_is_read(ckpt, tmp_path):
     cfg = Config(n_layer=1, n_embd=32, n_head=2, ffn_hidden=64)
     path = save_ckpt(tmp_path / "run", cfg, CrammedBERT(cfg, V, 128), ckpt)

@@ -292,6 +292,18 @@ def test_a_crafted_model_pt_runs_nothing_and_is_refused_in_one_line(kept, tmp_pa
     assert not marker.exists()
 
 
+def test_a_kept_classifier_that_this_code_does_not_build_names_the_weight_not_damage(kept, tmp_path):
+    folder = tmp_path / "edited"
+    shutil.copytree(kept[0] / "model", folder)
+    saved = torch.load(folder / "model.pt", weights_only=True)
+    name = next(k for k in saved["model"] if k.endswith("ffn.down.weight"))
+    saved["model"][name] = torch.cat([saved["model"][name]] * 2, dim=1)  # as if cram.py's feed-forward changed
+    torch.save(saved, folder / "model.pt")
+    line = one_line([folder, "some text"], "classify.py")
+    assert "model.pt holds weights that this code does not build (size mismatch for " in line, line
+    assert "in the file" in line and line.endswith("or fine-tune again with --save_model"), line
+
+
 @pytest.mark.slow
 def test_bad_own_task_inputs_are_one_line_errors_and_write_nothing(ckpt, tmp_path):
     good = write(tmp_path / "good.csv", rows(9))
