@@ -50,8 +50,7 @@ def arg(default, meaning):  # a Config field: its default (the paper's) and what
     return field(default=default, metadata={"help": meaning})
 
 
-# Defaults: the paper's recipe. A --preset (PRESETS, below) replaces some of them, a flag any one: to change what
-# `--preset tiny` trains, edit its PRESETS entry (or pass the flag), not the default here.
+# Defaults: the paper's recipe. A --preset replaces some (to change tiny's, edit PRESETS below), a flag any one.
 @dataclass
 class Config:
     preset: str = arg("auto", "paper, tiny, or auto: paper on CUDA, tiny elsewhere")
@@ -447,7 +446,7 @@ class Clock:
 
 def resume(path, cfg, meta, model, optimizer, scaler):
     """Load a checkpoint's state into model, optimizer and scaler, on any device: the same model on the same data
-    (else one line names the setting), any --micro_batch. Returns the Clock's fields, the old micro-batch and code."""
+    (else one line names the setting), any --micro_batch. Returns its Clock, the old micro-batch and the code's hash."""
     ckpt = read_checkpoint(path, mmap=cfg.shard and sys.platform != "win32")  # Windows: a mapped file stays
     try:
         was, now = {**asdict(Config(**ckpt["config"])), **ckpt["meta"]}, {**asdict(cfg), **meta}  # new fields: defaults
@@ -464,7 +463,7 @@ def resume(path, cfg, meta, model, optimizer, scaler):
         if ckpt["scaler"]:  # empty from a bf16 or CPU run: an fp16 GPU then starts its loss scale afresh
             scaler.load_state_dict(ckpt["scaler"])
         torch.set_rng_state(ckpt["rng"]["torch"])
-        return (ckpt["step"], ckpt["train_time"], ckpt["data_pos"], ckpt["val_loss"], was["micro_batch"],
+        return (Clock(ckpt["step"], ckpt["train_time"], ckpt["data_pos"], ckpt["val_loss"]), was["micro_batch"],
                 ckpt.get("info", {}).get("code"))
     except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as e:  # a field missing or wrong
         raise not_readable(path, e) from None
@@ -565,8 +564,7 @@ def train(cfg):
     amp = functools.partial(autocast, device, dtype)  # in fp32 no autocast at all: what MPS needs
     ckpt_path, clock, old_micro, old_code = os.path.join(cfg.out_dir, "ckpt.pt"), Clock(), cfg.micro_batch, None
     if cfg.resume:
-        *counters, old_micro, old_code = resume(ckpt_path, cfg, meta, model, optimizer, scaler)
-        clock = Clock(*counters)
+        clock, old_micro, old_code = resume(ckpt_path, cfg, meta, model, optimizer, scaler)
     elif os.path.exists(ckpt_path):
         raise CramError(f"{ckpt_path} already exists: pass --resume to continue it, or choose another --out_dir")
     train_model = ranks.wrap(model, device)  # several processes without --shard: DDP; else the model itself
@@ -574,7 +572,7 @@ def train(cfg):
         train_model = torch.compile(train_model)  # static shapes: fixed micro-batch and fixed masked count
 
     baseline = unigram_entropy(train_data, val_data[: cfg.eval_seqs]) if ranks.master else math.nan
-    flops, info = flops_per_token(model, cfg, T), run_info(device)
+    flops, info = flops_per_token(model, cfg, T), run_info(device, __file__)  # __file__: this cram.py, or your copy
     log = Log(cfg, meta, ranks.master, baseline, flops, device_peak_flops(device))
     log(f"config: {json.dumps(asdict(cfg))}")
     log(f"run: {json.dumps({**info, 'world_size': ranks.world, 'amp': str(dtype)})}")
@@ -679,6 +677,8 @@ def load_shards(ckpt, model, optimizer):
     """--resume --shard: each rank keeps its slice of every tensor of the file, whoever wrote it. The file is
     memory-mapped (read_checkpoint(mmap=True)): a machine's ranks share its pages, one copy, not N."""
     from torch.distributed.checkpoint import state_dict as dcp
+    if missing := sorted(set(model.state_dict()) - set(ckpt["model"])):  # DCP would keep their fresh init, silently
+        raise RuntimeError(f"Error(s) in loading state_dict:\n\tMissing key(s) in state_dict: {', '.join(missing)}")
     weights, moments = reformat(ckpt["model"], ckpt["optimizer"], model, optimizer, (1,))
     dcp.set_state_dict(model, optimizer, model_state_dict=weights, optim_state_dict=moments,
                        options=dcp.StateDictOptions(full_state_dict=True))

@@ -29,11 +29,13 @@ def not_readable(path, e, what="a cram.py checkpoint", fix="train in a new --out
     """A saved file that will not load, in one line. Whole, but load_state_dict refuses its weights: the model's code
     was edited since it was saved (a tweak to cram.py), so say which weight differs. Else: cut short, or not ours."""
     lines = str(e).splitlines() or [""]
-    if lines[0].startswith("Error(s) in loading state_dict") and len(lines) > 1:  # torch's wording, a line a weight
+    weights = lines[0].startswith("Error(s) in loading state_dict") and len(lines) > 1  # torch's wording, a line each
+    if weights or lines[0].startswith("loaded state dict") and "parameter group" in lines[0]:  # the optimizer's groups
+        first = (lines[1] if weights else lines[0]).strip()
         first = re.sub(r"copying a param with shape torch.Size\((.*?)\) from checkpoint, the shape in current model is "
-                       r"torch.Size\((.*?)\)\.?", r"\1 in the file, \2 in this code", lines[1].strip())
+                       r"torch.Size\((.*?)\)\.?", r"\1 in the file, \2 in this code", first)
         return CramError(f"{path} holds weights that this code does not build ({textwrap.shorten(first, 160)}): the "
                          "model's code changed since it was saved: run it with the code that saved it (a run's log.txt "
                          f"names its git commit), or {fix}")
     return CramError(f"{path} is damaged or not {what} ({type(e).__name__}: "
-                     f"{textwrap.shorten(str(e).split('. ')[0], 150, placeholder=' ...')}): check the path, or {fix}")
+                     f"{' '.join(str(e).split('. ')[0].split())[:150]}): check the path, or {fix}")

@@ -337,8 +337,9 @@ def device_peak_flops(device):
     return next((v for pattern, v in GPU_PEAK_FLOPS.items() if re.fullmatch(pattern, name)), None)
 
 
-def run_info(device):
-    """Versions, device and git commit: every log and checkpoint records where its numbers came from."""
+def run_info(device, script=None):
+    """Versions, device and git commit: every log and checkpoint records where its numbers came from. script: the
+    file whose code ran (code_hash)."""
     git = lambda *a: subprocess.run(["git", *a], capture_output=True, encoding="utf-8", errors="replace",  # noqa: E731
                                     timeout=5, cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
     try:  # "-dirty": the code that ran differs from the commit
@@ -348,14 +349,15 @@ def run_info(device):
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu"
     return {"python": platform.python_version(), "torch": str(torch.__version__), "numpy": np.__version__,
             "device": f"{device.type}: {name}", "threads": torch.get_num_threads(), "git": commit or "unknown",
-            "code": code_hash(), "host": platform.node(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+            "code": code_hash(script=script), "host": platform.node(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
 
 
-def code_hash(modules=("cram", "hardware", "prepare", "errors", "tokenizer", "hub")):
-    """12 hex digits of a sha256 of what training runs: the script run (an edited copy of cram.py too) and the
-    project's modules it loaded, their text with Windows' line ends as Unix's. plot.py tells a rerun from a run of
-    changed code by it, git or not; the same whatever else the process imported (a notebook imports more)."""
-    main = getattr(sys.modules.get("__main__"), "__file__", None)  # a notebook's kernel: none
+def code_hash(modules=("cram", "hardware", "prepare", "errors", "tokenizer", "hub"), script=None):
+    """12 hex digits of a sha256 of what training runs: the script (cram.train passes its own file, an edited copy of
+    cram.py too; else the one run) and the project's modules it loaded, their text with Windows' line ends as Unix's.
+    plot.py tells a rerun from a run of changed code by it, and --resume notes it, git or not; the same whatever else
+    the process imported (a notebook imports more) and however cram.train was called (a script of your own)."""
+    main = script or getattr(sys.modules.get("__main__"), "__file__", None)  # a notebook's kernel: none
     here = os.path.normcase(os.path.dirname(os.path.realpath(__file__)))
     files = [getattr(sys.modules.get(name), "__file__", None) for name in modules]
     if isinstance(main, str) and os.path.normcase(os.path.dirname(os.path.realpath(main))) == here:

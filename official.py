@@ -159,8 +159,8 @@ def to_release(state, cfg):
     """Our state dict -> the release's names and layouts, with the tied decoder and the attention scales it stores."""
     names = name_map(cfg.n_layer)
     if extra := sorted(set(state) - set(names.values())):  # an edited cram.py's weight: the format has no place for it
-        raise CramError(f"the model has weights the release's format has no place for ({', '.join(extra[:3])}): "
-                        "cram.py was changed from the paper's model; export a checkpoint of the unchanged code")
+        raise CramError(f"this cram.py's model has weights that the release's format has no place for "
+                        f"({', '.join(extra[:3])}): it was edited from the paper's model; use the unchanged cram.py")
     out = {theirs: state[ours] for theirs, ours in names.items()}
     for name, w in out.items():
         out[name] = (qkv_to_release(w, cfg.n_head) if name.endswith("query_key_value.weight") else

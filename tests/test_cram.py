@@ -661,17 +661,27 @@ def test_a_checkpoint_of_edited_model_code_names_the_weight_that_differs_not_a_d
         resumed.stderr[-2000:]
 
 
-def test_a_resume_by_edited_code_says_so_in_the_log(tmp_path):
+def test_a_resume_by_edited_code_says_so_in_the_log(tmp_path, monkeypatch):
     """An edit that keeps every weight's shape (an activation, a constant) loads silently; the log line says it."""
     data, out = write_data(tmp_path / "data"), tmp_path / "out"
     flags = ["--data_dir", str(data), "--out_dir", str(out), *TINY_FLAGS]
     cram.main([*flags, "--max_steps", "3"])
     ckpt = torch.load(out / "ckpt.pt", weights_only=True)
     saved = dict(ckpt)
-    cram.main([*flags, "--max_steps", "4", "--resume"])  # the same code: no note
+    monkeypatch.setattr(sys.modules["__main__"], "__file__", str(ROOT / "bench.py"), raising=False)
+    cram.main([*flags, "--max_steps", "4", "--resume"])  # the same code, called by another script there: no note
     assert "resuming at step 3" in (out / "log.txt").read_text(encoding="utf-8")
     assert "by other code" not in (out / "log.txt").read_text(encoding="utf-8")
     torch.save({**saved, "info": {**saved["info"], "code": "0123456789ab"}}, out / "ckpt.pt")  # as if cram.py changed
     cram.main([*flags, "--max_steps", "5", "--resume"])
     line = next(x for x in (out / "log.txt").read_text(encoding="utf-8").splitlines()[::-1] if "resuming" in x)
     assert "resuming at step 3" in line and "(by other code than saved it" in line, line
+
+
+def test_a_resume_whose_optimizer_groups_this_code_changed_names_the_code_not_a_damaged_file(tmp_path, monkeypatch):
+    data, out = write_data(tmp_path / "data"), tmp_path / "out"
+    flags = ["--data_dir", str(data), "--out_dir", str(out), *TINY_FLAGS]
+    cram.main([*flags, "--max_steps", "2"])
+    monkeypatch.setattr(cram, "make_optimizer", lambda model, cfg, device: torch.optim.AdamW(model.parameters()))
+    with pytest.raises(cram.CramError, match="holds weights that this code does not build .*parameter group"):
+        cram.train(cram.parse_config([*flags, "--max_steps", "3", "--resume"]))  # one group where the file has two

@@ -741,7 +741,7 @@ def test_the_exercise_pages_sample_fail_lines_are_what_the_real_check_prints(tmp
     assert printed in page, f"docs/exercises.md should quote: {printed}"
     start = (tmp_path / "my_cram.py").read_text(encoding="utf-8").splitlines().index(
         "def mask_tokens(ids, mask_id, vocab_size, rate, generator):") + 1
-    assert f"(my_cram.py line {start}: mask_tokens)" in page, f"docs/exercises.md: the missing return is at line {start}"
+    assert f"(my_cram.py line {start}: mask_tokens)" in page, f"docs/exercises.md: a missing return: line {start}"
 
 
 def test_the_exercise_page_shows_the_workflow_every_exercise_and_the_picture():

@@ -199,8 +199,8 @@ def test_resume_reads_to_the_cpu_and_restores_a_model_on_another_device(tmp_path
         model = cram.CrammedBERT(cfg, meta["vocab_size"], meta["seq_len"])
     optimizer = cram.make_optimizer(model, cfg, torch.device("meta"))
     scaler = torch.amp.GradScaler("cuda", enabled=False)
-    step, train_time, data_pos, _, micro, _ = cram.resume(str(path), cfg, meta, model, optimizer, scaler)
-    assert (step, data_pos, micro) == (3, ckpt["data_pos"], 4) and train_time > 0
+    clock, micro, _ = cram.resume(str(path), cfg, meta, model, optimizer, scaler)
+    assert (clock.step, clock.data_pos, micro) == (3, ckpt["data_pos"], 4) and clock.train_time > 0
     assert torch.equal(torch.get_rng_state(), ckpt["rng"]["torch"])
 
 
@@ -608,6 +608,20 @@ def test_resume_with_shard_loads_a_one_device_checkpoint_into_the_shards_unchang
     assert all(torch.equal(after["optimizer"]["state"][i][k], v) for i, s in before["optimizer"]["state"].items()
                for k, v in s.items())
     assert curve(one)[1][-1] == before["val_loss"]  # the sharded evaluation of the same weights, to the last bit
+
+
+def test_a_sharded_resume_refuses_a_file_without_a_weight_of_this_code_as_one_process_does(runs, tmp_path):
+    """DCP fills a weight the file lacks with the model's fresh init and goes on; a weight an edited cram.py added."""
+    tmp, _, _ = runs
+    one = tmp_path / "one"
+    cram.main(["--data_dir", str(tmp / "data"), "--out_dir", str(one), *SHARD_FLAGS, "--max_steps", "2"])
+    state = torch.load(one / "ckpt.pt", weights_only=True)
+    del state["model"]["blocks.0.norm1.bias"]
+    torch.save(state, one / "ckpt.pt")
+    p = sharded_run(tmp / "data", one, "--shard", "--resume", "--max_steps", "3")
+    assert p.returncode == 1 and "holds weights that this code does not build (Missing key(s) in state_dict: " \
+        "blocks.0.norm1.bias)" in p.stderr, p.stderr[-3000:]
+    assert torch.load(one / "ckpt.pt", weights_only=True)["step"] == 2  # not trained on
 
 
 def test_a_file_saved_before_the_first_step_resumes_sharded_as_a_fresh_start(runs, tmp_path, monkeypatch):
