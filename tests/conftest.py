@@ -135,15 +135,31 @@ def cuda_tests_see_the_gpu(request, monkeypatch):
     if request.node.get_closest_marker("cuda") is None:
         yield
         return
+    show_the_gpu(monkeypatch)
+    PINNED = False
+    yield
+    PINNED = True
+    forget_what_torch_asked_of_cuda()  # the tests after it see no GPU again
+
+
+def show_the_gpu(monkeypatch):
     for name, real in REAL.items():
         monkeypatch.setattr(torch.cuda, name, real)
     if REAL_VISIBLE is None:
         monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
     else:
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", REAL_VISIBLE)
-    PINNED = False
-    yield
-    PINNED = True
+    forget_what_torch_asked_of_cuda()
+
+
+def forget_what_torch_asked_of_cuda():
+    """torch keeps some answers to torch.cuda.is_available() for good (functools caches: "is there a GPU for Triton?").
+    Asked by a CPU test's compile with the GPU hidden, "no" would stay for a `cuda` test in the same worker: its
+    compile failed with TritonMissing on an H200 (2026-11-27). Emptied whenever the GPU is shown or hidden again."""
+    for module in ("torch.utils._triton", "torch._inductor.utils"):
+        for value in list(getattr(sys.modules.get(module), "__dict__", {}).values()):
+            if callable(getattr(value, "cache_clear", None)):
+                value.cache_clear()
 
 
 def built_once(tmp_path_factory, name, build):

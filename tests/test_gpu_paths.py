@@ -858,6 +858,22 @@ def test_a_tool_a_test_starts_without_naming_its_device_and_preset_fails_that_te
         subprocess.run([sys.executable, str(ROOT / "fill_mask.py"), "out/ckpt.pt", "a [MASK] ."])
 
 
+def test_a_cuda_test_after_a_cpu_compile_in_its_worker_is_not_told_the_gpu_has_no_triton(monkeypatch, request):
+    """The H200, 2026-11-27: a compiled `cuda` test failed with TritonMissing on the worker where a CPU test had
+    compiled before it. torch caches its answer to "is there a GPU for Triton?" (torch.utils._triton, asked with the
+    GPU hidden), so conftest.py's fixture that gives a `cuda` test the GPU back also makes torch ask again."""
+    import conftest
+    from torch.utils import _triton
+    request.addfinalizer(_triton._device_supports_tma.cache_clear)  # asked below with a simulated GPU
+    _triton._device_supports_tma.cache_clear()
+    assert not _triton._device_supports_tma()  # asked as a CPU test's compile asks: no GPU, and cached
+    monkeypatch.setitem(conftest.REAL, "is_available", lambda: True)  # this machine's torch, as a GPU machine's
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))  # an H100
+    monkeypatch.setattr(torch.version, "hip", None)
+    conftest.show_the_gpu(monkeypatch)
+    assert torch.cuda.is_available() and _triton._device_supports_tma()
+
+
 def test_under_pytest_xdist_each_worker_and_what_it_starts_take_their_share_of_the_cores_not_all_of_them():
     """conftest.py: under `pytest -n N`, N workers times all the cores' threads each made 16 cores run 128 threads."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", 0))
