@@ -2,15 +2,15 @@
 
     python gpu_check.py                          # the suite, pretraining + resume, fine-tuning, the tools, bench
     python gpu_check.py --minutes 0.5 --skip tests  # shorter: half a minute of pretraining, no suite
-    python gpu_check.py --glue_dir glue          # also RTE from GLUE's TSV files (else the BBC News task alone)
     python gpu_check.py --official ../cramming   # bench also times the paper's own model (a clone of its code)
-    python gpu_check.py --experiments            # then fine-tuning compiled (a long run's default; minutes)
+    python gpu_check.py --experiments            # then the fine-tuning step profiled and compiled (minutes)
+    python gpu_check.py --experiments --glue_dir glue  # and RTE from GLUE's TSV files, plain and compiled
 
 Each step is the command a user types, run as a process with its own time limit; what it printed goes to
 out/gpu_check/<step>.txt, and out/gpu_check/report.md gets a table: the machine, each command, its wall time, its exit
 code and the number it is there for (tokens/s and MFU, the fine-tuning pace and its projection of the paper's GLUE
-protocol, on a GPU from BBC News run as the protocol runs: 5 seeds compiled as one model; RTE's pace, one seed
-uncompiled). docs/gpu.md keeps the measured rows. Off a GPU it runs too (the paths, not the speed).
+protocol, on a GPU from BBC News run as the protocol runs: 5 seeds compiled as one model). docs/gpu.md keeps the
+measured rows. Off a GPU it runs too (the paths, not the speed).
 """
 import argparse
 import contextlib
@@ -66,14 +66,14 @@ def steps(args, out):
         ("fill_mask", 60, [py, "fill_mask.py", str(run / "ckpt.pt"), "the government said the [MASK] would rise ."],
          None),
     ]
-    if args.glue_dir:
-        rte = [py, "finetune_glue.py", str(run / "ckpt.pt"), "--glue_dir", args.glue_dir, "--tasks", "rte", *glue_out]
-        plan.append(("glue_rte", 180, [*rte, "--seeds", "1"], pace))
     # bench last of the check: a lease that ends early keeps what a user runs (an H100's, 2026-11-27, ran out after
     # the suite, bench's 137 s and prepare)
     plan.append(("bench", 200, [py, "bench.py", "--preset", args.preset, *micro, "--hf", "--steps", "20", "--rounds",
                                 "1", "--profile", *(["--official", args.official] if args.official else [])],
                  r"ours: +([\d,]+ tokens/s).*?(MFU [\d.]+%)"))
+    rte = [py, "finetune_glue.py", str(run / "ckpt.pt"), "--glue_dir", str(args.glue_dir), "--tasks", "rte", *glue_out]
+    if args.experiments and args.glue_dir:  # GLUE's own files, RTE one seed uncompiled (20 s on an H200: out of the
+        plan.append(("glue_rte", 180, [*rte, "--seeds", "1"], pace))  # check, which ran past 465 s with it)
     if args.experiments:  # the fine-tuning step profiled, 1 seed and 5 as one; compiled, on RTE's 4 widths: minutes
         plan.append(("finetune_seeds", 150, [py, "bench.py", "--preset", args.preset, "--finetune", "1,5",
                                              "--seq_len", "64", "--steps", "50", "--warmup", "5", "--profile"],

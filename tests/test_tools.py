@@ -666,9 +666,10 @@ def test_the_gpu_check_runs_the_compiled_fine_tuning_experiments_only_when_asked
     # bench last: a lease that ends early keeps what a user runs (pretraining, fine-tuning, the tools); on an H100
     # (2026-11-27) bench took 137 s and the time ran out before pretraining began
     assert names[0] == "prepare" and names[-1] == "bench" and not any("compiled" in n for n in names)
+    assert "glue_rte" not in names  # RTE's TSV files: an experiment (the check ran past 465 s with it, an H200)
     args.experiments = True
     steps = {name: command for name, _, command, _ in gpu_check.steps(args, tmp_path)}
-    assert list(steps)[-5:] == ["glue_rte", "bench", "finetune_seeds", "glue_rte_compiled", "finetune_compiled"]
+    assert list(steps)[-5:] == ["bench", "glue_rte", "finetune_seeds", "glue_rte_compiled", "finetune_compiled"]
     compiled, plain = " ".join(steps["glue_rte_compiled"]), " ".join(steps["glue_rte"])
     assert compiled.endswith("--seeds 5 --seeds_together 0 --compile") and plain.endswith("--seeds 1")
 
@@ -692,6 +693,25 @@ def test_the_gpu_check_fine_tunes_bbc_news_as_the_glue_protocol_runs_on_its_gpu(
                         skip="", experiments=False)
     command = " ".join({name: c for name, _, c, _ in gpu_check.steps(args, tmp_path)}["finetune"])
     assert (" --seeds 5 --compile " in command) == protocol and (" --seeds 1 " in command) != protocol, gpu
+
+
+def test_the_mfu_probe_s_qkv_variant_is_the_same_function_and_each_variant_runs_bench():
+    """.ci/mfu_probe.py, for a lent GPU: qkv3 must compute what cram.Attention computes, gradients included, or its
+    timing would compare two models; each variant then runs bench.py's step (here the CPU's)."""
+    sys.path.insert(0, str(ROOT / ".ci"))
+    import cram
+    import mfu_probe
+    import torch
+    torch.manual_seed(0)
+    attention, x = cram.Attention(cram.Config(n_embd=64, n_head=4)), torch.randn(2, 8, 64, requires_grad=True)
+    outputs = [forward(attention, x) for forward in (cram.Attention.forward, mfu_probe.qkv_as_three_matmuls)]
+    grads = [torch.autograd.grad(out.square().sum(), (x, attention.qkv.weight)) for out in outputs]
+    assert torch.allclose(*outputs, atol=1e-6) and all(torch.allclose(a, b, atol=1e-5) for a, b in zip(*grads))
+    for name in mfu_probe.VARIANTS:
+        p = subprocess.run([sys.executable, str(ROOT / ".ci/mfu_probe.py"), name, "--preset", "tiny", "--device",
+                            "cpu", "--vocab_size", "512", "--micro_batch", "2", "--steps", "1", "--warmup", "1",
+                            "--matmul_size", "64"], capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0 and f"variant: {name}" in p.stdout and "tokens/s" in p.stdout, p.stderr[-2000:]
 
 
 def test_bench_profile_prints_where_the_step_s_time_goes_by_kind_and_by_name(capsys):
