@@ -7,7 +7,7 @@ A variant becomes the project's code only once a GPU has measured that it pays (
 - base: cram.py as it is.
 - qkv3: q, k and v from three matmuls (the GLU's up-projection split in two paid +7%, notes 2026-11-26): each is a
   view of its own (B, T, C) output, so the backward needs no copy of their three gradients into one (B, T, 3C)
-  tensor (`add_clone_permute_select_backward`: 3.1% of the step on an H200, 2026-11-27). The same function.
+  tensor (`add_clone_permute_select_backward`: 3.1% of the step on an H100, 2026-11-27). The same function.
 - tuned: inductor's coordinate descent tuning of its own kernels (the GLU's backward, the LayerNorms: a quarter of
   the step), a longer compile. The same code.
 """
