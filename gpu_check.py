@@ -1,4 +1,4 @@
-"""The GPU check: everything a GPU changes, in one command of a few minutes on one GPU, and one page.
+"""The GPU check: everything a GPU changes, in one command of about 8 minutes on one GPU, and one page.
 
     python gpu_check.py                          # the suite, pretraining + resume, fine-tuning, the tools, bench
     python gpu_check.py --minutes 0.5 --skip tests  # shorter: half a minute of pretraining, no suite
@@ -133,7 +133,7 @@ def main(argv=None):
     p.add_argument("--preset", default="paper", help="cram.py's preset (tiny: a dry run of the paths on a CPU)")
     p.add_argument("--workers", type=int, default=min(12, os.cpu_count() or 1), help="pytest-xdist workers for the "
                    "suite (default: the cores, 12 at most)")
-    p.add_argument("--glue_dir", help="GLUE's TSV folder: also fine-tune RTE")
+    p.add_argument("--glue_dir", help="GLUE's TSV folder: with --experiments, RTE from it too")
     p.add_argument("--official", metavar="DIR", help="a clone of the paper's repository: bench times its model too")
     p.add_argument("--experiments", action="store_true", help="then fine-tuning under torch.compile: RTE's 5 "
                    "seeds as one model (with --glue_dir), bench.py --finetune 1,5 --compile (minutes: ~45 s a graph)")
