@@ -591,7 +591,7 @@ def test_the_gpu_check_stops_a_step_at_its_limit_with_the_processes_it_started(t
 
 @pytest.mark.skipif(os.name != "posix", reason="process groups and SIGTERM: POSIX (the GPU machines)")
 def test_a_check_stopped_from_outside_stops_the_step_it_was_running(tmp_path):
-    """`timeout 480 python gpu_check.py` (.ci/gpu_lease) sends SIGTERM to the check alone: the step it runs is in a
+    """`timeout 560 python gpu_check.py` (.ci/gpu_lease) sends SIGTERM to the check alone: the step it runs is in a
     process group of its own, so without a handler it ran on, holding the GPU, after the check had gone."""
     pid_file = tmp_path / "worker.pid"
     worker = (f"import os, time; open({str(pid_file)!r}, 'w', encoding='utf-8').write(str(os.getpid()))"
