@@ -1,4 +1,4 @@
-"""The GPU check: everything a GPU changes, in one command of about 8 minutes on one GPU, and one page.
+"""The GPU check: everything a GPU changes, in one command of 8-9 minutes on one GPU, and one page.
 
     python gpu_check.py                          # the suite, pretraining + resume, fine-tuning, the tools, bench
     python gpu_check.py --minutes 0.5 --skip tests  # shorter: half a minute of pretraining, no suite
@@ -71,7 +71,7 @@ def steps(args, out):
     plan.append(("bench", 200, [py, "bench.py", "--preset", args.preset, *micro, "--hf", "--steps", "20", "--rounds",
                                 "1", "--profile", *(["--official", args.official] if args.official else [])],
                  r"ours: +([\d,]+ tokens/s).*?(MFU [\d.]+%)"))
-    rte = [py, "finetune_glue.py", str(run / "ckpt.pt"), "--glue_dir", str(args.glue_dir), "--tasks", "rte", *glue_out]
+    rte = [py, "finetune_glue.py", str(run / "ckpt.pt"), "--glue_dir", args.glue_dir or "", "--tasks", "rte", *glue_out]
     if args.experiments and args.glue_dir:  # GLUE's own files, RTE one seed uncompiled (20 s on an H200: out of the
         plan.append(("glue_rte", 180, [*rte, "--seeds", "1"], pace))  # check, which ran past 465 s with it)
     if args.experiments:  # the fine-tuning step profiled, 1 seed and 5 as one; compiled, on RTE's 4 widths: minutes
@@ -135,8 +135,9 @@ def main(argv=None):
                    "suite (default: the cores, 12 at most)")
     p.add_argument("--glue_dir", help="GLUE's TSV folder: with --experiments, RTE from it too")
     p.add_argument("--official", metavar="DIR", help="a clone of the paper's repository: bench times its model too")
-    p.add_argument("--experiments", action="store_true", help="then fine-tuning under torch.compile: RTE's 5 "
-                   "seeds as one model (with --glue_dir), bench.py --finetune 1,5 --compile (minutes: ~45 s a graph)")
+    p.add_argument("--experiments", action="store_true", help="then RTE one seed (with --glue_dir), bench.py "
+                   "--finetune 1,5 --profile, RTE's 5 seeds compiled as one model (with --glue_dir) and bench.py "
+                   "--finetune 1,5 --compile (minutes: ~45 s a graph)")
     p.add_argument("--skip", default="", help="steps to leave out, comma-separated (e.g. tests,bench)")
     args = p.parse_args(argv)
     out = Path(args.out).resolve()

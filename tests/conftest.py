@@ -76,7 +76,7 @@ def pytest_collection_modifyitems(config, items):
 # Project scripts that choose for themselves unless told: their device (--device auto: CUDA, else mps, else the
 # CPU) and, for cram.py and bench.py, their preset (--preset auto: paper on CUDA, else tiny).
 CHOOSES = {"cram.py": ("--device", "--preset"), "bench.py": ("--device", "--preset"), "finetune_glue.py": ("--device",),
-           "fill_mask.py": ("--device",), "classify.py": ("--device",)}
+           "fill_mask.py": ("--device",), "classify.py": ("--device",), "mfu_probe.py": ("--device", "--preset")}
 
 
 def unpinned(args, env=None):

@@ -872,6 +872,9 @@ def test_a_cuda_test_after_a_cpu_compile_in_its_worker_is_not_told_the_gpu_has_n
     monkeypatch.setattr(torch.version, "hip", None)
     conftest.show_the_gpu(monkeypatch)
     assert torch.cuda.is_available() and _triton._device_supports_tma()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # the GPU hidden again, as after a `cuda` test
+    conftest.forget_what_torch_asked_of_cuda()  # what that fixture does then
+    assert not _triton._device_supports_tma()
 
 
 def test_under_pytest_xdist_each_worker_and_what_it_starts_take_their_share_of_the_cores_not_all_of_them():

@@ -667,7 +667,9 @@ def test_the_gpu_check_runs_the_compiled_fine_tuning_experiments_only_when_asked
     # (2026-11-27) bench took 137 s and the time ran out before pretraining began
     assert names[0] == "prepare" and names[-1] == "bench" and not any("compiled" in n for n in names)
     assert "glue_rte" not in names  # RTE's TSV files: an experiment (the check ran past 465 s with it, an H200)
-    args.experiments = True
+    args.experiments, args.glue_dir = True, None  # no GLUE folder: no RTE step, plain or compiled
+    assert not any("rte" in name for name, *_ in gpu_check.steps(args, tmp_path))
+    args.glue_dir = "GLUE"
     steps = {name: command for name, _, command, _ in gpu_check.steps(args, tmp_path)}
     assert list(steps)[-5:] == ["bench", "glue_rte", "finetune_seeds", "glue_rte_compiled", "finetune_compiled"]
     compiled, plain = " ".join(steps["glue_rte_compiled"]), " ".join(steps["glue_rte"])
@@ -695,10 +697,11 @@ def test_the_gpu_check_fine_tunes_bbc_news_as_the_glue_protocol_runs_on_its_gpu(
     assert (" --seeds 5 --compile " in command) == protocol and (" --seeds 1 " in command) != protocol, gpu
 
 
-def test_the_mfu_probe_s_qkv_variant_is_the_same_function_and_each_variant_runs_bench():
+@pytest.mark.slow
+def test_the_mfu_probe_s_qkv_variant_is_the_same_function_and_each_variant_runs_bench(monkeypatch):
     """.ci/mfu_probe.py, for a lent GPU: qkv3 must compute what cram.Attention computes, gradients included, or its
     timing would compare two models; each variant then runs bench.py's step (here the CPU's)."""
-    sys.path.insert(0, str(ROOT / ".ci"))
+    monkeypatch.syspath_prepend(str(ROOT / ".ci"))
     import cram
     import mfu_probe
     import torch
