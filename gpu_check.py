@@ -71,10 +71,11 @@ def steps(args, out):
     plan.append(("bench", 200, [py, "bench.py", "--preset", args.preset, *micro, "--hf", "--steps", "20", "--rounds",
                                 "1", "--profile", *(["--official", args.official] if args.official else [])],
                  r"ours: +([\d,]+ tokens/s).*?(MFU [\d.]+%)"))
-    rte = [py, "finetune_glue.py", str(run / "ckpt.pt"), "--glue_dir", args.glue_dir or "", "--tasks", "rte", *glue_out]
-    if args.experiments and args.glue_dir:  # GLUE's own files, RTE one seed uncompiled (20 s on an H200: out of the
-        plan.append(("glue_rte", 180, [*rte, "--seeds", "1"], pace))  # check, which ran past 465 s with it)
-    if args.experiments:  # the fine-tuning step profiled, 1 seed and 5 as one; compiled, on RTE's 4 widths: minutes
+    if args.experiments:  # RTE from GLUE's own files, one seed (20 s on an H200: out of the check, which ran past
+        # 465 s with it); the fine-tuning step profiled, 1 seed and 5 as one; compiled, on RTE's 4 widths: minutes
+        rte = [py, "finetune_glue.py", str(run / "ckpt.pt"), "--glue_dir", args.glue_dir, "--tasks", "rte", *glue_out]
+        if args.glue_dir:
+            plan.append(("glue_rte", 180, [*rte, "--seeds", "1"], pace))
         plan.append(("finetune_seeds", 150, [py, "bench.py", "--preset", args.preset, "--finetune", "1,5",
                                              "--seq_len", "64", "--steps", "50", "--warmup", "5", "--profile"],
                      seeds_pattern))
