@@ -225,7 +225,8 @@ def read_info(path):
             isinstance(s, str) for s in x)
         checks = [("format", info["format"] == FORMAT),
                   ("labels", info["labels"] is None or names(info["labels"], math.inf) and len(info["labels"]) > 1),
-                  ("text_columns", names(info["text_columns"], 2)),
+                  ("text_columns", isinstance(info["text_columns"], list) and 1 <= len(info["text_columns"]) <= 2
+                   and all(isinstance(c, str) or type(c) is int and c >= 0 for c in info["text_columns"])),  # CoLA: [3]
                   ("metrics", names(info["metrics"], len(METRICS)) and set(info["metrics"]) <= set(METRICS)),
                   ("label_column", isinstance(info["label_column"], (str, int))),
                   ("task", isinstance(info["task"], str)), ("dev", isinstance(info["dev"], dict)),

@@ -85,9 +85,10 @@ def output_of(path, output, overwrite):
 
 
 def label_file(path, output, task, info, labeller):
-    """Every row of the file written back with prediction and probability added (empty where a text is empty), in
-    the output's format (output_of checked the name); the metric where the file has the label column."""
-    columns, rows = read_table(path)
+    """Every row of the file written back, in its place, with prediction and probability added (empty where a text is
+    empty; a row that could not be read, its fields too), in the output's format (output_of checked the name); the
+    metric where the file has the label column. A headerless file (CoLA's TSV) has numbers for columns, as in training."""
+    columns, rows = read_table(path, header=not isinstance(task.columns[0], int))
     task = replace(task, columns=tuple(match(columns, c) for c in task.columns))  # the file's names: Text for text
     split = read_split(task, path, labelled=False)  # the rows fine-tuning would have read: a warning names the rest
     shown, probs, preds = labeller(split)
@@ -96,7 +97,7 @@ def label_file(path, output, task, info, labeller):
              if isinstance(r, dict) and r.get(task.columns[2]) is not None and not isinstance(r[task.columns[2]], str)}
     labelled = [{**r, "prediction": "" if n not in done else given.get(shown[done[n]], shown[done[n]]),
                  **({"probability": "" if n not in done else round(probs[done[n]], 6)} if info["labels"] else {})}
-                for n, r in rows if isinstance(r, dict)]
+                for n, r in ((n, r if isinstance(r, dict) else {}) for n, r in rows)]  # {}: read_split warned
     added = ["prediction", *(["probability"] if info["labels"] else [])]
     write_rows(output, [c for c in columns if c not in added] + added, labelled, like=path)
     print(f"wrote {len(labelled)} rows to {output}, {len(done)} with a prediction"

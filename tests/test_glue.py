@@ -20,6 +20,7 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import classifier  # noqa: E402
+import classify  # noqa: E402
 import hardware  # noqa: E402
 import finetune_glue as fg  # noqa: E402
 import tasks  # noqa: E402
@@ -154,6 +155,24 @@ def test_each_task_runs_end_to_end_and_writes_table_json_and_predictions(task, c
         expected = report["results"][name]["per_seed"][seed]
         assert tasks.compute_metrics(spec, preds, labels) == pytest.approx(expected)
     assert "| model |" in (tmp_path / "glue.md").read_text()
+
+
+def test_a_kept_cola_classifier_with_numbered_columns_loads_and_labels_cola_s_headerless_file(ckpt, glue, tmp_path,
+                                                                                               capsys):
+    """CoLA's TSV has no header: its columns are numbers ([3] the text, 1 the label), in classifier.json too."""
+    fg.main([str(ckpt), "--glue_dir", str(glue), "--tasks", "cola", "--epochs", "1", "--seeds", "1", "--device",
+             "cpu", "--out", str(tmp_path), "--save_model", str(tmp_path / "m")])
+    info = json.loads((tmp_path / "m" / "classifier.json").read_text(encoding="utf-8"))
+    assert info["text_columns"] == [3] and info["label_column"] == 1
+    assert classify.main(["--device", "cpu", str(tmp_path / "m"), "a sentence"])[0] in ("0", "1")
+    dev, out = glue / "CoLA" / "dev.tsv", tmp_path / "dev.predicted.tsv"
+    classify.main(["--device", "cpu", str(tmp_path / "m"), "--input", str(dev), "--output", str(out)])
+    printed = capsys.readouterr().out
+    assert "wrote 6 rows" in printed and "no metric" not in printed and "on the 6 labelled rows" in printed
+    lines = out.read_text(encoding="utf-8").splitlines()
+    assert lines[0] == "0\t1\t2\t3\tprediction\tprobability" and len(lines) == 7  # every row of data, none a header
+    assert [line.split("\t")[3] for line in lines[1:]] == [r.split("\t")[3] for r in
+                                                           dev.read_text(encoding="utf-8").splitlines()]
 
 
 def test_before_ampere_fine_tuning_runs_fp16_with_a_grad_scaler(ckpt, glue, tmp_path, monkeypatch):

@@ -562,6 +562,18 @@ def test_classify_writes_every_row_keeps_json_types_and_scores_falsy_labels(ckpt
     assert list(again[0]) == ["text", "label", "prediction", "probability"]
 
 
+def test_classify_writes_a_row_it_cannot_read_in_its_place_so_predictions_stay_in_line(kept, tmp_path, capsys):
+    tmp, _, dev, _ = kept
+    source = tmp_path / "odd.csv"  # line 3: an unquoted comma, 3 fields for 2 columns
+    source.write_text("sentence1,sentence2\nthe cat,a dog\nwell, it was,bad\nthe end,of it\n", encoding="utf-8")
+    classify.main(["--device", "cpu", str(tmp / "model"), "--input", str(source)])
+    captured = capsys.readouterr()
+    assert "wrote 3 rows" in captured.out and "2 with a prediction" in captured.out and "line 3" in captured.err
+    lines = (tmp_path / "odd.predicted.csv").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 4 and lines[2] == ",,," and lines[1].startswith("the cat,a dog,") and \
+        lines[3].startswith("the end,of it,")  # the row read as empty, in its place: line n is row n again
+
+
 @pytest.mark.parametrize("edit, needle", [
     (lambda info: info.pop("max_len"), "KeyError: 'max_len'"),
     (lambda info: info.update(eval_batch_size="64"), "'eval_batch_size' holds '64'"),
