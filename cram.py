@@ -92,7 +92,7 @@ class Config:
     compile: str = arg("auto", "torch.compile: auto (on for CUDA where torch can, not on Windows), true, false")
     shard: bool = arg(False, "under torchrun: FSDP2 (ZeRO-3) splits weights, gradients, Adam moments over ranks")
     offload: bool = arg(False, "with --shard on GPUs: the shards live in CPU memory (ZeRO-Offload), slower steps")
-    seed: int = arg(0, "weights at init and masks (a pure function of seed and step)")
+    seed: int = arg(0, "weights at init and training's masks (of seed, step, --micro_batch and process count)")
 
 
 PRESETS = {
@@ -419,16 +419,16 @@ def evaluate(model, val, cfg, mask_id, vocab_size, amp, device):
     the [MASK] slots alone). The 10% that keep their token are easy: a copying model gets ~ln 2 there (notes)."""
     model.eval()
     gen = torch.Generator(device=device).manual_seed(1234)  # not the weights' device: --offload keeps them on the CPU
-    n, losses, shown = min(len(val), cfg.eval_seqs), [], []
-    for start in range(0, n, cfg.micro_batch):
-        ids = get_batch(val, start, min(cfg.micro_batch, n - start), gen.device)
-        inputs, positions, targets = mask_tokens(ids, mask_id, vocab_size, cfg.mask_rate, gen)
+    ids, losses = get_batch(val, 0, min(len(val), cfg.eval_seqs), gen.device), []
+    draws = [mask_tokens(ids[i:i + 16], mask_id, vocab_size, cfg.mask_rate, gen) for i in range(0, len(ids), 16)]
+    inputs, positions, targets = map(torch.cat, zip(*draws))  # 16 rows a draw (the tiny preset's micro-batch) at
+    for i in range(0, len(ids), cfg.micro_batch):             # any --micro_batch: every run scores the same masks
+        b = slice(i, i + cfg.micro_batch)
         with amp():
-            logits = model(inputs, positions)                                  # (B, k, V)
-        losses.append(F.cross_entropy(logits.float().transpose(1, 2), targets, reduction="none"))  # (B, k)
-        shown.append(inputs.gather(1, positions) == mask_id)                  # (B, k): slots the model sees as [MASK]
+            logits = model(inputs[b], positions[b])                                   # (B, k, V)
+        losses.append(F.cross_entropy(logits.float().transpose(1, 2), targets[b], reduction="none"))  # (B, k)
     model.train()
-    losses, shown = torch.cat(losses), torch.cat(shown)
+    losses, shown = torch.cat(losses), inputs.gather(1, positions) == mask_id  # shown: the slots that show [MASK]
     return losses.mean().item(), losses[shown].mean().item()
 
 
@@ -588,14 +588,14 @@ def train(cfg):
     save = functools.partial(checkpoint, ckpt_path, model, optimizer, scaler, clock, ranks, cfg, **facts)
 
     stop, stopping, gen = stop_on_signals(), False, torch.Generator(device=device)
-    next_eval = (math.floor(clock.progress(cfg) / cfg.eval_every) + 1) * cfg.eval_every
-    last_ckpt = clock.train_time
+    evals = lambda t: math.floor(t / cfg.eval_every + 1e-9)  # noqa: E731  evaluations due by t (3 * 0.1 > 0.3)
+    done, last_ckpt = evals(clock.progress(cfg)), clock.train_time  # done: those due before this run's first step
     while True:
         t = clock.progress(cfg)  # the clock runs only in the step below: evaluations, checkpoints cost none
-        if next_eval <= t < 1 or (t >= 1 and not stopping):  # every eval_every, and at the end
+        if evals(t) > done and t < 1 or (t >= 1 and not stopping):  # every eval_every, and at the end
             evaluated = ranks.master or cfg.shard  # --shard: all ranks, as each block gathers from all
             losses = evaluate(model, val_data, cfg, mask_id, vocab_size, amp, device) if evaluated else (math.nan,) * 2
-            clock.val_loss, next_eval = log.eval(clock, t, *losses), next_eval + cfg.eval_every
+            clock.val_loss, done = log.eval(clock, t, *losses), evals(t)
         if clock.train_time - last_ckpt >= cfg.ckpt_every_min * 60 and t < 1:
             save()
             last_ckpt = clock.train_time

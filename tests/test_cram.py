@@ -239,6 +239,23 @@ def test_evaluation_reports_the_mask_slots_apart_from_the_easy_kept_ones():
     assert loss < 0.95 * mask_loss  # the 3 kept slots of 32 cost ~0
 
 
+def test_evaluation_scores_the_same_masks_at_any_micro_batch_so_runs_compare():
+    """A GPU picks its own micro-batch, an out-of-memory resume halves it: the validation loss must not move."""
+    class ByPosition(torch.nn.Module):  # logits that depend on the slot's position: the loss, on which slots are drawn
+        def __init__(self):
+            super().__init__()
+            self.table = torch.nn.Parameter(3 * torch.randn(40, 50, generator=torch.Generator().manual_seed(0)))
+
+        def forward(self, ids, positions):
+            return self.table[positions]                                      # (B, k, V)
+
+    model = ByPosition()  # 40 positions: 10 predicted, 1 of them a random token (a draw between the positions)
+    val = np.random.default_rng(0).integers(5, 50, size=(40, 40)).astype(np.uint16)
+    losses = [cram.evaluate(model, val, Config(**{**TINY, "micro_batch": mb, "eval_seqs": 40}), 4, 50,
+                            lambda: torch.autocast("cpu", enabled=False), torch.device("cpu")) for mb in (16, 5, 64)]
+    assert losses[0] == pytest.approx(losses[1], rel=1e-6) and losses[0] == pytest.approx(losses[2], rel=1e-6)
+
+
 def test_masked_positions_are_uniform_over_the_sequence():
     ids = torch.randint(5, 100, (40000, 16))
     _, positions, _ = mask_tokens(ids, 4, 100, 0.25, torch.Generator().manual_seed(1))
@@ -281,7 +298,10 @@ def test_the_schedules_four_masked_counts_cost_torch_compile_two_graphs():
 def test_with_a_masking_schedule_training_masks_on_it_and_evaluation_at_mask_rate(tmp_path, monkeypatch):
     counts = []  # (the caller, its masked count): a spy around the real mask_tokens
     def spy(ids, mask_id, vocab_size, rate, generator):
-        counts.append((sys._getframe(1).f_code.co_name, round(rate * ids.shape[1])))
+        frame = sys._getframe(1)
+        while frame.f_code.co_name.startswith("<"):  # a comprehension's own frame (Python < 3.12): its function's
+            frame = frame.f_back
+        counts.append((frame.f_code.co_name, round(rate * ids.shape[1])))
         return mask_tokens(ids, mask_id, vocab_size, rate, generator)
     monkeypatch.setattr(cram, "mask_tokens", spy)
     data = write_data(tmp_path / "data", T=40)
@@ -290,6 +310,15 @@ def test_with_a_masking_schedule_training_masks_on_it_and_evaluation_at_mask_rat
     train = [k for caller, k in counts if caller == "micro_batches"]
     assert train == [12, 12, 10, 10, 8, 8, 6, 6]  # round(40 * rate), rate 0.30, 0.25, 0.20, 0.15: one per 2 steps
     assert {k for caller, k in counts if caller == "evaluate"} == {10}  # mask_rate 0.25: runs compare on it
+
+
+def test_every_eval_every_gets_its_evaluation_though_3_x_0_1_is_above_0_3_in_floats(tmp_path):
+    out = tmp_path / "out"
+    cram.main(["--data_dir", str(write_data(tmp_path / "data")), "--out_dir", str(out), "--max_steps", "10",
+               *TINY_FLAGS, "--eval_every", "0.1", "--compile", "false"])
+    evals = [m["step"] for m in map(json.loads, (out / "metrics.jsonl").read_text("utf-8").splitlines())
+             if "val_loss" in m]
+    assert evals == list(range(1, 11))  # at t = 0.1, 0.2, ..., 0.9 and the end
 
 
 def test_a_steps_time_includes_its_optimizer_step_the_host_syncs_after_it(tmp_path, monkeypatch):
