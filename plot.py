@@ -28,7 +28,8 @@ AXES = {"budget": ("budget", 100, "budget used (%)"), "seconds": ("train_time", 
 
 
 def read_metrics(run_dir, x="budget"):
-    """(steps, evals): lists of dicts from run_dir/metrics.jsonl; step records have "loss", evals "val_loss"."""
+    """(steps, evals): lists of dicts from run_dir/metrics.jsonl; step records have "loss", evals "val_loss"; of a
+    step written twice (a resume after a crash), the later record."""
     path = os.path.join(run_dir, "metrics.jsonl")
     if not os.path.isfile(path):
         raise SystemExit(f"plot.py: error: no {path}: pass the --out_dir of a cram.py run")
@@ -37,7 +38,8 @@ def read_metrics(run_dir, x="budget"):
         for n, line in enumerate(f, 1):
             try:  # an evaluation or a step record, with the numbers drawn below
                 rec = json.loads(line)
-                fields = ("val_loss", "budget") if "val_loss" in rec else ("loss", "lr", "batch", "budget")
+                fields = ("step", "val_loss", "budget") if "val_loss" in rec else ("step", "loss", "lr", "batch",
+                                                                                   "budget")
                 if not all(isinstance(rec[k], (int, float)) for k in fields):
                     raise ValueError(f"one of {fields} is not a number")
             except (ValueError, KeyError, TypeError) as e:  # JSON errors are ValueErrors
@@ -46,6 +48,10 @@ def read_metrics(run_dir, x="budget"):
             if not isinstance(rec.get(AXES[x][0]), (int, float)):  # tokens, flops, train_time: since 2026-11-24
                 raise SystemExit(f"plot.py: error: {path} line {n} has no number {AXES[x][0]!r} (an older run?): "
                                  "draw it with --x budget, or train it again")
+            at = (rec["step"], "val_loss" in rec)  # a step's evaluation comes after its step record
+            for kept in (steps, evals):  # a run resumed after a crash repeats the steps since its checkpoint: the
+                while kept and (kept[-1]["step"], "val_loss" in kept[-1]) >= at:  # crashed run's records of them go
+                    kept.pop()
             (evals if "val_loss" in rec else steps).append(rec)
     if not steps:
         raise SystemExit(f"plot.py: error: {path} holds no training steps yet: let the run take a step first")

@@ -49,6 +49,19 @@ def write_metrics(run_dir, n=20, mask_column=True):
     return run_dir
 
 
+def test_plot_reads_the_steps_a_resume_after_a_crash_repeated_once_each_the_resumed_run_s_records(tmp_path):
+    """Checkpoint at step 6, an evaluation at 5, a crash after step 9; the resume writes steps 7 to 12 again."""
+    record = lambda step, loss: {"step": step, "loss": loss, "lr": 1e-3, "batch": 8, "budget": step / 12,  # noqa: E731
+                                 "train_time": step, "tokens": 8 * step, "flops": step}
+    crashed = [record(s, 9.0) for s in range(1, 10)]
+    crashed.insert(5, {"step": 5, "val_loss": 8.5, "budget": 5 / 12, "train_time": 5, "tokens": 40, "flops": 5})
+    resumed = [record(s, 7.0) for s in range(7, 13)] + [dict(crashed[5], step=12, val_loss=6.5, budget=1.0)]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in crashed + resumed))
+    steps, evals = plot.read_metrics(str(tmp_path))
+    assert [r["step"] for r in steps] == list(range(1, 13)) and [r["loss"] for r in steps[6:]] == [7.0] * 6
+    assert [(r["step"], r["val_loss"]) for r in evals] == [(5, 8.5), (12, 6.5)]
+
+
 def test_plot_draws_loss_lr_and_batch_of_one_or_several_runs(tmp_path):
     pytest.importorskip("matplotlib")
     a, b = write_metrics(tmp_path / "a"), write_metrics(tmp_path / "b", n=10, mask_column=False)  # an older run
