@@ -157,7 +157,7 @@ def test_jsonl_wikiextractor_and_gz_inputs(tmp_path):
     (folder / "notes.tsv").write_text("ignored\n")
     files = prepare.list_files([folder])
     assert [p.name for p in files] == ["a.jsonl.gz", "b.jsonl", "c.txt.gz", "wiki_00", "e.txt.gz"]
-    docs = [d for batch in prepare.batches(prepare.parse_args([str(folder), "--text_field", "body"])) for d in batch]
+    docs = [d for batch in prepare.batches(prepare.parse_args([str(folder), "--text_field", "body"])) for d, _ in batch]
     assert len(docs) == 3 + 1 + 4 + 4 + 1
     assert not any("\r" in d or "<doc" in d or "</doc>" in d for d in docs)
     assert docs[4].startswith("Title 0\n\n") and docs[4].endswith(sentences(10))
@@ -303,6 +303,21 @@ def test_the_inner_letters_numbered_for_the_trainer_are_ordinary_tokens_of_the_t
     assert len(ids) == 4 and tok.backend.token_to_id("##a") not in ids
 
 
+def test_a_long_document_s_pieces_follow_each_other_with_one_sep_at_its_end_unless_a_piece_is_held_out(tmp_path):
+    """Pieces (prepare.pieces) are how a long text reaches both splits; [SEP] marks a document's end (the recipe),
+    or where its text breaks off in a split: a piece held out (or dropped) between two of its pieces."""
+    folder = tmp_path / "txt"
+    folder.mkdir()
+    for i in range(3):  # 3 documents of 3 or 4 pieces each
+        (folder / f"{i}.txt").write_text("\n\n".join(sentences(10 * i + j, n=30) for j in range(12)))
+    meta, train, _ = run(tmp_path, folder, *SMALL, "--val_fraction", "0", "--no_sort", out="whole")
+    assert len(prepare.pieces((folder / "0.txt").read_text())) >= 3
+    assert (train == meta["special_ids"]["sep"]).sum() == 2  # documents 1 and 2; the 3rd's fell in the cut row
+    meta, train, val = run(tmp_path, folder, *SMALL, "--val_fraction", "0.5", "--no_sort", out="half")
+    seps = (train == meta["special_ids"]["sep"]).sum() + (val == meta["special_ids"]["sep"]).sum()
+    assert seps >= 7  # every other piece held out: each piece's text breaks off in its split
+
+
 def test_a_long_document_is_cut_after_paragraphs_then_lines_then_sentences_and_a_short_one_stays_whole():
     paragraphs = "\n\n".join(sentences(i, n=3) for i in range(40))  # ~110 characters of sentences each ... x 40
     cut = prepare.pieces(paragraphs, size=1000)
@@ -312,6 +327,8 @@ def test_a_long_document_is_cut_after_paragraphs_then_lines_then_sentences_and_a
     assert all(p.endswith("\n") for p in prepare.pieces(lines, size=1000)[:-1])
     prose = lines.replace("\n", " ")
     assert all(p.endswith(". ") for p in prepare.pieces(prose, size=1000)[:-1])
+    words = prose.replace(".", ",")  # no sentence ends: after a word
+    assert all(p.endswith(" ") for p in prepare.pieces(words, size=1000)[:-1])
     assert prepare.pieces("x" * 2500, size=1000) == ["x" * 1000, "x" * 1000, "x" * 500]  # no boundary: cut anyway
     assert prepare.pieces(prose[:999], size=1000) == [prose[:999]]
 
