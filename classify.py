@@ -87,7 +87,7 @@ def output_of(path, output, overwrite):
 def label_file(path, output, task, info, labeller):
     """Every row of the file written back, in its place, with prediction and probability added (empty where a text is
     empty; a row that could not be read, its fields too), in the output's format (output_of checked the name); the
-    metric where the file has the label column. A headerless file (CoLA's TSV) has numbers for columns, as in training."""
+    metric where the file has the label column. A headerless file (CoLA's TSV): numbered columns, as in training."""
     columns, rows = read_table(path, header=not isinstance(task.columns[0], int))
     task = replace(task, columns=tuple(match(columns, c) for c in task.columns))  # the file's names: Text for text
     split = read_split(task, path, labelled=False)  # the rows fine-tuning would have read: a warning names the rest
