@@ -15,8 +15,7 @@ written: tasks.py; the model and the kept classifier: classifier.py.
 Reading for the recipe: on a CPU a step is plain PyTorch (training_step: forward, the mean loss, backward, AdamW) on
 one model at a time (by default; S = 1 below). What a GPU adds is for speed only and can be skipped: S seeds trained
 as one model (hardware.together), each step replayed as a CUDA graph (hardware.Replay) on widths rounded up to 32,
-torch.compile for a long run in bf16 (100,000 batches per head shape, as GLUE's protocol: hardware.fine_tuning_plan),
-and pace's projection of the protocol's hours.
+torch.compile for a long run in bf16 (100,000 batches per head shape, as GLUE's: hardware.fine_tuning_plan), pace.
 Outputs in --out (default: the checkpoint's folder): glue.md (the table), glue.json (every number, per seed,
 settings, wall times) and predictions/<set>[.random_init].tsv (index, prediction, label; the median seed's), always
 the latest run's; and each run's own copy, glue-<tasks>-<time>.md, .json and predictions/glue-<tasks>-<time>/,
@@ -280,7 +279,6 @@ def plan_run(args, data, device, pretrained, random_inits):
         v.numel() for v in pretrained.state_dict().values()), args.compile, args.seeds_together, heads)
     steps = batches // args.seeds * math.ceil(args.seeds / args.seeds_together)  # seeds_together seeds in a step
     protocol = PROTOCOL_STEPS // 5 * math.ceil(5 / args.seeds_together)  # its 5 seeds, seeds_together at once
-    per_16 = PAPER["batch_size"] / args.batch_size  # its batches of 16 at this run's pace an example (arithmetic)
     graphed, paced = use_cuda_graphs(device), {}  # graphed: each step replayed as a CUDA graph (hardware.Replay)
     print(f"this run: {count(steps, 'step')} ({count(args.seeds, 'seed')} x {count(args.epochs, 'epoch')}"
           f"{' x 2 inits' * args.vs_random} in batches of {args.batch_size}, {count(args.seeds_together, 'seed')} in "
@@ -288,14 +286,16 @@ def plan_run(args, data, device, pretrained, random_inits):
           + f", compiled ({batches:,} batches: each shape's first steps wait for the compiler)" * args.compile)
 
     def pace(step_s, warm_s, warm_steps):  # the first run that times 200 steps: this run's time, the protocol's
-        if not paced:
+        if not paced:  # the protocol's steps are batches of 16: only a step of 16 times one (half of 32 is less)
+            hours = protocol * step_s / 3600 if args.batch_size == PAPER["batch_size"] else None
             paced.update(step_s=step_s, warm_up_s=warm_s, warm_up_steps=warm_steps, projected_s=steps * step_s,
-                         protocol_h=protocol * step_s * per_16 / 3600)
+                         protocol_h=hours)
             print(f"pace: {1e3 * step_s:.2f} ms a step ({count(args.seeds_together, 'seed')} x {args.batch_size} "
                   f"examples, this task's lengths): this run's {steps:,} steps ~ {steps * step_s / 60:.1f} min; the "
                   f"paper's GLUE protocol (8 tasks x 5 epochs x 5 seeds, {PROTOCOL_STEPS:,} batches of 16"
-                  + (f", {protocol:,} steps" if protocol != PROTOCOL_STEPS else "") + f") ~ {paced['protocol_h']:.1f}"
-                  f" h at this pace{' an example' * (per_16 != 1)} (arithmetic: its tasks' lengths differ); first "
+                  + (f", {protocol:,} steps" if protocol != PROTOCOL_STEPS else "") + ") "
+                  + (f"~ {hours:.1f} h at this pace (arithmetic: its tasks' lengths differ)" if hours else
+                     f"not projected from batches of {args.batch_size}: time it with --batch_size 16") + "; first "
                   f"{warm_steps} steps: {warm_s:.0f} s" + " (compiling, recording graphs)" * (args.compile or graphed))
     return paced, pace
 
