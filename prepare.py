@@ -118,12 +118,12 @@ def to_validation(i, fraction, offset):
     return np.floor((i + 1) * fraction + offset) > np.floor(i * fraction + offset)  # i: a number, or an array
 
 
-def batches(args):  # the documents' stripped, non-empty pieces, a list for one encode call each: [(piece, last)],
-    # last: whether the piece ends its document
+def batches(args):  # the documents' (stripped) pieces, a list for one encode call each: [(piece, last)], last:
+    # whether the piece ends its document
     docs = hub_docs(args) if args.hf else (d for path in args.files for d in file_docs(path, args.text_field))
     batch, chars = [], 0
     for doc in docs:
-        kept = [piece for piece in map(str.strip, pieces(doc)) if piece]
+        kept = [piece for piece in pieces(doc.strip()) if piece.strip()]  # a cut keeps its whitespace (GPT-2's BPE)
         for i, piece in enumerate(kept):
             batch.append((piece, i == len(kept) - 1))
             chars += len(piece)
@@ -193,8 +193,6 @@ def pack(args, tok, outs):
         st["seconds"] += time.perf_counter() - t0
         if args.bench and k % 2 == 1:
             bare_encode(texts)
-    for split in [s for s in outs if waiting[s]]:  # a document whose last piece was dropped
-        outs[split].write(sep)
     for split, f in outs.items():  # whole rows only: the last, partial one of each split is dropped
         st["seqs"][split] = f.tell() // (2 * args.seq_len)
         f.truncate(st["seqs"][split] * 2 * args.seq_len)

