@@ -13,7 +13,8 @@ each document; documents concatenated and cut into --seq_len rows, no padding; d
 character dropped (they compress badly: code, tables, noise); train rows sorted by their number of "." tokens, most
 first: a curriculum that cram.py reads in order (the 0.25 and the "." key are the reference code's, docs/recipe.md).
 Inputs: .txt (a document a file), WikiExtractor output (one an article), .jsonl (one a line), each maybe .gz; a
-document over 5,000 characters is cut into pieces at paragraph ends first, and the validation split takes pieces.
+document over 5,000 characters is cut into pieces at paragraph ends first, each then a document of its own (its
+[SEP], the filter): the validation split takes pieces, and a held-out piece leaves no seam in the train text.
 Output: train.bin, val.bin (uint16, (rows, seq_len)), tokenizer.json, and meta.json last: it vouches for the set.
 A pre-tokenized set (rows of input_ids, its tokenizer in a tokenizer/ folder, as the authors' on the hub) is written
 as it is: no second tokenization, no filter, its order kept (unless --sort), its tokenizer's special ids in meta.json.
@@ -118,18 +119,15 @@ def to_validation(i, fraction, offset):
     return np.floor((i + 1) * fraction + offset) > np.floor(i * fraction + offset)  # i: a number, or an array
 
 
-def batches(args):  # the documents' (stripped) pieces, a list for one encode call each: [(piece, last)], last:
-    # whether the piece ends its document
+def batches(args):  # the stripped, non-empty pieces of the documents in lists for one encode call each
     docs = hub_docs(args) if args.hf else (d for path in args.files for d in file_docs(path, args.text_field))
     batch, chars = [], 0
-    for doc in docs:
-        kept = [piece for piece in pieces(doc.strip()) if piece.strip()]  # a cut keeps its whitespace (GPT-2's BPE)
-        for i, piece in enumerate(kept):
-            batch.append((piece, i == len(kept) - 1))
-            chars += len(piece)
-            if len(batch) == BATCH_DOCS or chars >= BATCH_CHARS:
-                yield batch
-                batch, chars = [], 0
+    for d in filter(None, map(str.strip, (piece for doc in docs for piece in pieces(doc)))):
+        batch.append(d)
+        chars += len(d)
+        if len(batch) == BATCH_DOCS or chars >= BATCH_CHARS:
+            yield batch
+            batch, chars = [], 0
     if batch:
         yield batch
 
@@ -160,7 +158,7 @@ def unigram_entropy(train, val, max_tokens=50_000_000):
 
 # Packing: [SEP] after each document, documents concatenated per split and cut into rows; then the "." curriculum.
 def pack(args, tok, outs):
-    """Pass 2: encode a batch at a time, drop trash, write pieces to outs[split] (+ [SEP] at a document's end)."""
+    """Pass 2: encode a batch at a time, drop trash, write each piece + [SEP] to outs[split], cut to whole rows."""
     offset = np.random.default_rng(args.seed).random()  # the validation split: whole pieces, the same on every run
     st = {"docs": dict.fromkeys(outs, 0), "seqs": {}, "dropped": 0, "dropped_tokens": 0, "tokens": 0, "seconds": 0.0,
           "bare_tokens": 0, "bare_seconds": 0.0, "chars": 0, "held": 0}
@@ -171,28 +169,22 @@ def pack(args, tok, outs):
         st["bare_seconds"] += time.perf_counter() - t0
         st["bare_tokens"] += sum(map(len, encoded))
 
-    sep, waiting = np.array([tok.special["sep"]], dtype=np.uint16).tobytes(), dict.fromkeys(outs, False)
     for k, batch in enumerate(tqdm(batches(args), desc="pass 2", unit=" batches", mininterval=2)):
-        texts = [text for text, _ in batch]
         if args.bench and k % 2 == 0:  # the bare call before pass 2's work on even batches, after it on odd ones
-            bare_encode(texts)
+            bare_encode(batch)
         t0 = time.perf_counter()
-        for (text, ends), ids in zip(batch, tok.encode_batch(texts)):
+        for text, ids in zip(batch, tok.encode_batch(batch)):
             held = to_validation(st["docs"]["train"] + st["docs"]["val"] + st["dropped"], args.val_fraction, offset)
             split = "val" if held else "train"  # the piece's number decides: every 1/val_fraction-th is held out
             st["tokens"], st["chars"], st["held"] = st["tokens"] + len(ids), st["chars"] + len(text), st["held"] + held
-            kept = args.no_filter or len(ids) < args.max_tokens_per_char * len(text)
-            for other in [s for s in outs if waiting[s] and (s != split or not kept)]:  # its document's next piece
-                outs[other].write(sep)  # went to the other split, or was dropped: the text breaks off here
-                waiting[other] = False
-            if not kept:
+            if not args.no_filter and len(ids) >= args.max_tokens_per_char * len(text):
                 st["dropped"], st["dropped_tokens"] = st["dropped"] + 1, st["dropped_tokens"] + len(ids)
-            else:  # [SEP] after a document's last piece only: its pieces follow each other in a split
-                outs[split].write(np.array(ids + [tok.special["sep"]] * ends, dtype=np.uint16).tobytes())
-                st["docs"][split], waiting[split] = st["docs"][split] + 1, not ends
+            else:
+                outs[split].write(np.array(ids + [tok.special["sep"]], dtype=np.uint16).tobytes())
+                st["docs"][split] += 1
         st["seconds"] += time.perf_counter() - t0
         if args.bench and k % 2 == 1:
-            bare_encode(texts)
+            bare_encode(batch)
     for split, f in outs.items():  # whole rows only: the last, partial one of each split is dropped
         st["seqs"][split] = f.tell() // (2 * args.seq_len)
         f.truncate(st["seqs"][split] * 2 * args.seq_len)
@@ -290,7 +282,7 @@ def build(args):
         elif args.tokenizer == "gpt2":
             tok = gpt2_tok()
         else:  # pass 1: train the tokenizer on the first --tokenizer_docs documents
-            docs = tqdm((t for batch in batches(args) for t, _ in batch), desc="pass 1", unit=" docs", mininterval=2)
+            docs = tqdm(itertools.chain.from_iterable(batches(args)), desc="pass 1", unit=" docs", mininterval=2)
             tok = train_wordpiece(itertools.islice(docs, args.tokenizer_docs), args.vocab_size)
             tok.backend.save(str(stage / "tokenizer.json"))
         rows = stage / ("rows.bin" if sort else "train.bin")  # unsorted: pass 2's order is the last word

@@ -157,7 +157,7 @@ def test_jsonl_wikiextractor_and_gz_inputs(tmp_path):
     (folder / "notes.tsv").write_text("ignored\n")
     files = prepare.list_files([folder])
     assert [p.name for p in files] == ["a.jsonl.gz", "b.jsonl", "c.txt.gz", "wiki_00", "e.txt.gz"]
-    docs = [d for batch in prepare.batches(prepare.parse_args([str(folder), "--text_field", "body"])) for d, _ in batch]
+    docs = [d for batch in prepare.batches(prepare.parse_args([str(folder), "--text_field", "body"])) for d in batch]
     assert len(docs) == 3 + 1 + 4 + 4 + 1
     assert not any("\r" in d or "<doc" in d or "</doc>" in d for d in docs)
     assert docs[4].startswith("Title 0\n\n") and docs[4].endswith(sentences(10))
@@ -175,21 +175,6 @@ def test_gpt2_tokenizer_appends_specials_above_50256(tmp_path, monkeypatch):
     assert meta["special_ids"] == {"pad": 50257, "unk": 50258, "cls": 50259, "sep": 50260, "mask": 50261}
     assert not (tmp_path / "out" / "tokenizer.json").exists() and train.max() <= 50260
     assert "[SEP]" in prepare.load_tokenizer(tmp_path / "out").decode(train.ravel())
-
-
-def test_gpt2_s_rows_keep_the_whitespace_where_a_long_document_was_cut_into_pieces(tmp_path, monkeypatch):
-    """GPT-2's BPE holds the spaces in its tokens: a piece's cut must not glue two words (or paragraphs) together."""
-    if not (TIKTOKEN_DIR / "6d1cbeee0f20b3d9449abfede4726ed8212e3aee").exists():
-        pytest.skip("tiktoken's gpt2 files are not in ../shared/data/tiktoken")
-    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(TIKTOKEN_DIR))
-    folder = tmp_path / "txt"
-    folder.mkdir()
-    text = " ".join(f"word{i}" for i in range(2000)) + "\n\n" + sentences(0, n=200)  # cut after a word, a sentence
-    (folder / "a.txt").write_text(text)
-    meta, train, _ = run(tmp_path, folder, "--tokenizer", "gpt2", "--seq_len", "16", "--no_filter", "--val_fraction",
-                         "0", "--no_sort")
-    assert len(prepare.pieces(text)) >= 3 and meta["special_ids"]["sep"] not in train  # its [SEP]: in the cut row
-    assert text.startswith(prepare.load_tokenizer(tmp_path / "out").decode(train.ravel()))
 
 
 def test_embedded_default_corpus_has_2225_documents_and_its_short_ones_stay_whole():
@@ -316,21 +301,6 @@ def test_the_inner_letters_numbered_for_the_trainer_are_ordinary_tokens_of_the_t
     assert sorted(t.content for t in tok.backend.get_added_tokens_decoder().values()) == sorted(prepare.SPECIALS.values())
     ids = tok.encode_batch(["##a cat"])[0]  # text that looks like a piece is text: "#", "#", "a", not "##a"
     assert len(ids) == 4 and tok.backend.token_to_id("##a") not in ids
-
-
-def test_a_long_document_s_pieces_follow_each_other_with_one_sep_at_its_end_unless_a_piece_is_held_out(tmp_path):
-    """Pieces (prepare.pieces) are how a long text reaches both splits; [SEP] marks a document's end (the recipe),
-    or where its text breaks off in a split: a piece held out (or dropped) between two of its pieces."""
-    folder = tmp_path / "txt"
-    folder.mkdir()
-    for i in range(3):  # 3 documents of 3 or 4 pieces each
-        (folder / f"{i}.txt").write_text("\n\n".join(sentences(10 * i + j, n=30) for j in range(12)))
-    meta, train, _ = run(tmp_path, folder, *SMALL, "--val_fraction", "0", "--no_sort", out="whole")
-    assert len(prepare.pieces((folder / "0.txt").read_text())) >= 3
-    assert (train == meta["special_ids"]["sep"]).sum() == 2  # documents 1 and 2; the 3rd's fell in the cut row
-    meta, train, val = run(tmp_path, folder, *SMALL, "--val_fraction", "0.5", "--no_sort", out="half")
-    seps = (train == meta["special_ids"]["sep"]).sum() + (val == meta["special_ids"]["sep"]).sum()
-    assert seps >= 7  # every other piece held out: each piece's text breaks off in its split
 
 
 def test_a_long_document_is_cut_after_paragraphs_then_lines_then_sentences_and_a_short_one_stays_whole():
