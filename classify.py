@@ -35,21 +35,22 @@ from tasks import FORMATS, count, match, read_table, row_name
 # ----------------------------------------------------------------------------------------------------------------
 # Labelling texts, and a file written back with the predictions.
 
-def write_rows(path, columns, rows, like=None):
-    """rows (dicts) to path as .csv, .tsv (tabs and newlines in a value become spaces), .json or .jsonl; atomic. A
-    .csv as Excel wrote `like` (a .csv): its separator, and a byte-order mark if it had one or was Windows-1252 (Excel
-    then reads the UTF-8 as such)."""
+def write_rows(path, columns, rows, like=None, header=True):
+    """rows (dicts) to path as .csv, .tsv (tabs and newlines in a value become spaces; header=False: as headerless
+    CoLA's), .json or .jsonl; atomic. A .csv as Excel wrote `like` (a .csv): its separator, and a byte-order mark if it
+    had one or was Windows-1252 (Excel then reads the UTF-8 as such)."""
     kind, buf = Path(path).suffix.lower(), io.StringIO()
     separator, marked = excel_style(like) if like and Path(like).suffix.lower() == ".csv" else (",", False)
     if kind == ".csv":
         writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n", extrasaction="ignore",
                                 delimiter=separator)
-        writer.writeheader()
+        if header:
+            writer.writeheader()
         writer.writerows(rows)
     elif kind == ".tsv":
         clean = lambda v: re.sub(r"[\t\r\n]", " ", "" if v is None else str(v))  # noqa: E731
         buf.write("".join("\t".join(clean(r.get(c)) for c in columns) + "\n" for r in [dict(zip(columns, columns))]
-                          + rows))
+                          * header + rows))
     elif kind == ".jsonl":
         buf.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     else:  # .json (label_file checked the name)
@@ -88,7 +89,8 @@ def label_file(path, output, task, info, labeller):
     """Every row of the file written back, in its place, with prediction and probability added (empty where a text is
     empty; a row that could not be read, its fields too), in the output's format (output_of checked the name); the
     metric where the file has the label column. A headerless file (CoLA's TSV): numbered columns, as in training."""
-    columns, rows = read_table(path, header=not isinstance(task.columns[0], int))
+    header = not isinstance(task.columns[0], int)  # CoLA's TSV has none: its columns are numbers, its rows all data
+    columns, rows = read_table(path, header=header)
     task = replace(task, columns=tuple(match(columns, c) for c in task.columns))  # the file's names: Text for text
     split = read_split(task, path, labelled=False)  # the rows fine-tuning would have read: a warning names the rest
     shown, probs, preds = labeller(split)
@@ -99,7 +101,7 @@ def label_file(path, output, task, info, labeller):
                  **({"probability": "" if n not in done else round(probs[done[n]], 6)} if info["labels"] else {})}
                 for n, r in ((n, r if isinstance(r, dict) else {}) for n, r in rows)]  # {}: read_split warned
     added = ["prediction", *(["probability"] if info["labels"] else [])]
-    write_rows(output, [c for c in columns if c not in added] + added, labelled, like=path)
+    write_rows(output, [c for c in columns if c not in added] + added, labelled, like=path, header=header)
     print(f"wrote {len(labelled)} rows to {output}, {len(done)} with a prediction"
           + (f" (the other {len(labelled) - len(done)}: no usable text)" if len(done) < len(labelled) else ""))
     if task.columns[2] not in columns:  # a file of new texts, or its true labels under another name
@@ -182,11 +184,14 @@ def main(argv=None):
         device = pick_device(args.device)
         model, info, tok = load_classifier(args.model, device)
         labels, pair = info["labels"], len(info["text_columns"]) == 2
-        text_cols = [c.strip() for c in args.text_columns.split(",")] if args.text_columns else info["text_columns"]
+        numbered = type(info["text_columns"][0]) is int  # CoLA's headerless TSV: its columns by number, flags "3"
+        column = lambda c: int(c) if numbered and c.strip().isdigit() else c.strip()  # noqa: E731
+        text_cols = [column(c) for c in args.text_columns.split(",")] if args.text_columns else info["text_columns"]
         if len(text_cols) != len(info["text_columns"]):
             raise CramError(f"--text_columns names {len(text_cols)} column(s), but the classifier reads "
                             f"{len(info['text_columns'])} text(s) per example")
-        task = Task(info["task"], (*text_cols, None)[:2] + (args.label_column or info["label_column"],),
+        label = column(args.label_column) if args.label_column else info["label_column"]
+        task = Task(info["task"], (*text_cols, None)[:2] + (label,),
                     labels and tuple(labels), tuple(info["metrics"]), "", {})
         run = argparse.Namespace(eval_batch_size=args.batch_size or info["eval_batch_size"], pad_id=tok.special["pad"])
         labeller = lambda split: classify(model, tok, info, split, run, device)  # noqa: E731

@@ -169,10 +169,12 @@ def test_a_kept_cola_classifier_with_numbered_columns_loads_and_labels_cola_s_he
     classify.main(["--device", "cpu", str(tmp_path / "m"), "--input", str(dev), "--output", str(out)])
     printed = capsys.readouterr().out
     assert "wrote 6 rows" in printed and "no metric" not in printed and "on the 6 labelled rows" in printed
-    lines = out.read_text(encoding="utf-8").splitlines()
-    assert lines[0] == "0\t1\t2\t3\tprediction\tprobability" and len(lines) == 7  # every row of data, none a header
-    assert [line.split("\t")[3] for line in lines[1:]] == [r.split("\t")[3] for r in
-                                                           dev.read_text(encoding="utf-8").splitlines()]
+    lines = out.read_text(encoding="utf-8").splitlines()  # headerless as the input: line n is row n, plus 2 columns
+    assert [line.split("\t")[:4] for line in lines] == [r.split("\t") for r in dev.read_text("utf-8").splitlines()]
+    assert all(line.split("\t")[4] in ("0", "1") for line in lines)
+    classify.main(["--device", "cpu", str(tmp_path / "m"), "--input", str(dev), "--output", str(out), "--overwrite",
+                   "--text_columns", "3", "--label_column", "1"])  # the columns by number, as flags give them
+    assert "on the 6 labelled rows" in capsys.readouterr().out and len(out.read_text("utf-8").splitlines()) == 6
 
 
 def test_before_ampere_fine_tuning_runs_fp16_with_a_grad_scaler(ckpt, glue, tmp_path, monkeypatch):
