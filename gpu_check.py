@@ -19,6 +19,7 @@ import json
 import os
 import platform
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -85,7 +86,13 @@ def steps(args, out):
         plan.append(("finetune_compiled", 240, [py, "bench.py", "--preset", args.preset, "--finetune", "1,5",
                                                 "--seq_len", "64", "--steps", "50", "--warmup", "5", "--compile"],
                      seeds_pattern))
-    return [p for p in plan if p[0] not in args.skip.split(",")]
+    skip = {name.strip() for name in args.skip.split(",")} - {""}
+    if unknown := skip - {p[0] for p in plan}:  # a typo would run a step (the suite: minutes) it meant to skip
+        sys.exit(f"gpu_check.py: error: --skip {','.join(sorted(unknown))}: no such step here; the steps: "
+                 f"{','.join(p[0] for p in plan)}")
+    if not (left := [p for p in plan if p[0] not in skip]):
+        sys.exit("gpu_check.py: error: --skip leaves no step to run")
+    return left
 
 
 def run_step(command, limit):
@@ -111,17 +118,20 @@ def run_step(command, limit):
 
 
 def steady(run, since=(0, 0)):
-    """The pretraining log's pace at full batch: the median tokens/s and MFU of the last 10 steps that this step ran
-    (since: the bytes metrics.jsonl and log.txt held before it; a resume appends to both)."""
+    """The pretraining log's pace at full batch: the median tokens/s and MFU of the last 10 steps that this step ran at
+    its last batch size, not the ramp's smaller ones (since: the bytes metrics.jsonl and log.txt held before it; a
+    resume appends to both)."""
     metrics, log = ((run / name).read_bytes()[skip:].decode("utf-8") for name, skip in
                     zip(("metrics.jsonl", "log.txt"), since))
-    last = [m for m in map(json.loads, metrics.splitlines()) if "tok_s" in m][-10:]
+    steps = [m for m in map(json.loads, metrics.splitlines()) if "tok_s" in m]
+    mfus = re.findall(r"\| mfu +(\S+)", log)[-len(steps):] if steps else []  # a step line each: "39.5%", or "n/a"
+    last = [(m, mfu) for m, mfu in zip(steps, mfus) if m["batch"] == steps[-1]["batch"]][-10:]
     if not last:
         return ""
-    mfu = sorted(float(x) for x in re.findall(r"mfu +([\d.]+)%", log)[-len(last):])  # "n/a" off a known GPU
-    return f"{sorted(m['tok_s'] for m in last)[len(last) // 2]:,.0f} tokens/s, MFU " + \
-        (f"{mfu[len(mfu) // 2]:.1f}%" if mfu else "n/a") + f" (median of the last {len(last)} steps, batch " \
-        f"{last[-1]['batch']})"
+    mfu = sorted(float(x.rstrip("%")) for _, x in last if x != "n/a")  # n/a: off a GPU whose peak is known
+    return f"{sorted(m['tok_s'] for m, _ in last)[len(last) // 2]:,.0f} tokens/s, MFU " + \
+        (f"{mfu[len(mfu) // 2]:.1f}%" if mfu else "n/a") + f" (median of the last {len(last)} steps at batch " \
+        f"{steps[-1]['batch']})"
 
 
 def main(argv=None):
@@ -161,7 +171,7 @@ def main(argv=None):
         number = " | ".join(found.groups()) if found else ""
         if name in ("pretrain", "resume") and all(path.exists() for path in logs):
             number = steady(out / "run", since)
-        rows.append(f"| {name} | `{' '.join(Path(c).name if c == sys.executable else c for c in command)}` | "
+        rows.append(f"| {name} | `{shlex.join(Path(c).name if c == sys.executable else c for c in command)}` | "
                     f"{seconds:.0f} | {code} | {number} |")
         codes.append(code)
         print(f"{name}: exit {code}, {seconds:.0f} s {number}", flush=True)

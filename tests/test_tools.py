@@ -642,17 +642,25 @@ def test_the_gpu_check_reads_the_suite_s_failures_and_prepare_s_rows(tmp_path, s
 
 def test_the_gpu_check_reads_a_resume_s_pace_from_its_own_steps_as_numbers(tmp_path):
     import gpu_check
-    def write(steps):  # cram.py's two logs, appended to as a run and its resume write them
+    def write(steps, batch=8192):  # cram.py's two logs, appended to as a run and its resume write them
         with open(tmp_path / "metrics.jsonl", "a", encoding="utf-8") as m, \
                 open(tmp_path / "log.txt", "a", encoding="utf-8") as log:
             for tok_s, mfu in steps:
-                m.write(json.dumps({"step": 1, "tok_s": tok_s, "batch": 8192}) + "\n")
+                m.write(json.dumps({"step": 1, "tok_s": tok_s, "batch": batch}) + "\n")
                 log.write(f"step      1 | loss 7.0 | tok/s {tok_s:9,.0f} | mfu {mfu:>5} | budget  50.0%\n")
-    write([(600_000, "39.5%")] * 12)
+                if len(steps) > 1:  # an evaluation between steps
+                    m.write(json.dumps({"step": 1, "val_loss": 7.0}) + "\n")
+                    log.write("eval      1 | val loss 7.0000 | +0.000 nats under unigram\n")
+    write([(700_000, "44.0%")] * 9, batch=4096)  # the batch ramp: not the pace at full batch
+    write([(600_000, "39.5%")] * 3)
+    assert gpu_check.steady(tmp_path) == "600,000 tokens/s, MFU 39.5% (median of the last 3 steps at batch 8192)"
+    write([(600_000, "39.5%")] * 9)
     since = [(tmp_path / f).stat().st_size for f in ("metrics.jsonl", "log.txt")]
     write([(100_000, "9.8%"), (500_000, "33.0%"), (610_000, "40.1%")])  # the resume: a recompile, then its pace
-    assert gpu_check.steady(tmp_path, since) == "500,000 tokens/s, MFU 33.0% (median of the last 3 steps, batch 8192)"
+    assert gpu_check.steady(tmp_path, since) == "500,000 tokens/s, MFU 33.0% (median of the last 3 steps at batch 8192)"
     assert gpu_check.steady(tmp_path).startswith("600,000 tokens/s, MFU 39.5% (median of the last 10 steps")
+    write([(5_000, "n/a")], batch=16)
+    assert gpu_check.steady(tmp_path) == "5,000 tokens/s, MFU n/a (median of the last 1 steps at batch 16)"
 
 
 def test_the_gpu_check_reads_its_numbers_from_what_bench_and_fine_tuning_print(capsys, tmp_path):
@@ -687,6 +695,29 @@ def test_the_gpu_check_runs_the_compiled_fine_tuning_experiments_only_when_asked
     assert list(steps)[-5:] == ["bench", "glue_rte", "finetune_seeds", "glue_rte_compiled", "finetune_compiled"]
     compiled, plain = " ".join(steps["glue_rte_compiled"]), " ".join(steps["glue_rte"])
     assert compiled.endswith("--seeds 5 --seeds_together 0 --compile") and plain.endswith("--seeds 1")
+
+
+def test_the_gpu_check_refuses_a_skip_it_does_not_know_and_one_that_leaves_nothing(tmp_path, capsys):
+    import argparse as ap
+    import gpu_check
+    args = ap.Namespace(preset="paper", micro_batch=0, minutes=1.2, workers=8, official=None, glue_dir=None,
+                        skip="tests, bench", experiments=False)  # a space after the comma: still both
+    assert [n for n, *_ in gpu_check.steps(args, tmp_path)][:2] == ["prepare", "pretrain"]
+    with pytest.raises(SystemExit, match="--skip test: no such step here; the steps: tests,prepare,"):
+        gpu_check.steps(ap.Namespace(**{**vars(args), "skip": "test,bench"}), tmp_path)  # else the suite would run
+    everything = ",".join(n for n, *_ in gpu_check.steps(ap.Namespace(**{**vars(args), "skip": ""}), tmp_path))
+    with pytest.raises(SystemExit, match="--skip leaves no step to run"):
+        gpu_check.steps(ap.Namespace(**{**vars(args), "skip": everything}), tmp_path)
+
+
+def test_the_gpu_check_s_report_quotes_each_command_as_a_shell_takes_it(tmp_path, monkeypatch):
+    import gpu_check
+    monkeypatch.setattr(gpu_check, "steps", lambda args, out: [
+        ("fill_mask", 60, [sys.executable, "-c", "import sys; print(sys.argv[1])", "the [MASK] rose ."], None)])
+    assert gpu_check.main(["--out", str(tmp_path)]) == 0
+    row = next(line for line in (tmp_path / "report.md").read_text("utf-8").splitlines() if "| fill_mask |" in line)
+    command = row.split("`")[1]
+    assert shlex.split(command)[1:] == ["-c", "import sys; print(sys.argv[1])", "the [MASK] rose ."]
 
 
 @pytest.mark.parametrize("gpu, capability, platform, protocol", [
