@@ -4,6 +4,7 @@ CramError is raised where the problem is found; each script's main() catches it,
 exits 1. die() stops at once the same way. They live in this small module so that a module which needs only them
 (tasks.py, tokenizer.py) does not import the model's code.
 """
+import os
 import re
 import sys
 import textwrap
@@ -17,6 +18,12 @@ class CramError(Exception):
 def die(msg):
     """Stop at once with one line named after the script (prepare.py; cram.py or finetune_glue.py reading a set)."""
     raise SystemExit(f"{Path(sys.argv[0]).name}: error: {msg}")
+
+
+def hub_offline():
+    """HF_HUB_OFFLINE as huggingface_hub reads it (1, ON, YES or TRUE, any case): a hub call then fails at once, so
+    the callers skip their own quick check that the hub answers (which fails in seconds, not after its retries)."""
+    return os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE")
 
 
 def is_file_name(name):

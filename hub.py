@@ -6,7 +6,7 @@ import shutil
 import socket
 from pathlib import Path
 
-from errors import die
+from errors import die, hub_offline
 from tokenizer import hf_tokenizer
 
 
@@ -15,7 +15,7 @@ def hub_rows(args, batch=0):  # a hub dataset's rows, or a local folder's of its
     try:
         if os.path.isdir(args.hf):  # its parquet files by name (a folder's other files would be read as data too)
             files = sorted(map(str, Path(args.hf).glob("data/**/*.parquet"))) or die(f"no {args.hf}/data/*.parquet")
-        elif os.environ.get("HF_HUB_OFFLINE", "0") in ("0", ""):  # fail in seconds, not after the hub's retries
+        elif not hub_offline():  # fail in seconds, not after the hub's retries
             socket.create_connection(("huggingface.co", 443), timeout=5).close()
         import datasets
         rows = (datasets.load_dataset("parquet", data_files=files, split="train", streaming=True)

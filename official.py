@@ -30,6 +30,7 @@ from pathlib import Path
 import torch
 
 from cram import Config, CramError, CrammedBERT, check_config, load_model
+from errors import hub_offline
 from tokenizer import HF_TOKENIZER_FILES, hf_special_names, load_tokenizer
 
 # Every option of the release's "arch" (the official cramming/config/arch/crammed-bert.yaml), dotted for the nested
@@ -224,7 +225,7 @@ def find_folder(path):
     by_hand = (f"git clone https://huggingface.co/{path} (with git-lfs), or hf download {path} --local-dir "
                f"{path.split('/')[1]} (huggingface_hub's command; older: huggingface-cli), then pass that folder")
     try:
-        if os.environ.get("HF_HUB_OFFLINE", "0") in ("0", ""):  # fail in seconds, not after the hub client's retries
+        if not hub_offline():  # fail in seconds, not after the hub client's retries
             socket.create_connection(("huggingface.co", 443), timeout=5).close()
         from huggingface_hub import snapshot_download  # offline, it still finds a copy downloaded before
         return Path(snapshot_download(path, allow_patterns=["*.json", "model.safetensors"]))

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from errors import CramError
+from errors import CramError, hub_offline
 
 HUB_NAME, HUB_URL = "nyu-mll/glue", "https://huggingface.co"
 BINARY, NLI2, NLI3 = ("0", "1"), ("entailment", "not_entailment"), ("entailment", "neutral", "contradiction")
@@ -420,7 +420,7 @@ def warn_open_quote(task, path, kept, texts):
 
 def read_hub(task, split, limit=0):
     """A GLUE split from the Hugging Face hub as a Split (rows labelled -1 have no label and are dropped)."""
-    if not os.environ.get("HF_HUB_OFFLINE"):  # fail in seconds, not after the hub client's long retries
+    if not hub_offline():  # fail in seconds, not after the hub client's long retries
         try:
             urllib.request.urlopen(HUB_URL, timeout=10).close()
         except OSError as e:

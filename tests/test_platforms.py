@@ -422,3 +422,13 @@ def test_glue_tables_name_a_checkpoint_folder_cp1252_lacks_in_utf8(cp1252, ckpt,
     assert f"| {folder / 'ckpt.pt'} |".encode("utf-8") in (folder / "glue.md").read_bytes()
     assert json.loads((folder / "glue.json").read_text(encoding="utf-8"))["checkpoint"] == str(folder / "ckpt.pt")
     assert b"\\u03a9" in p.stdout
+
+
+@pytest.mark.parametrize("value", ["1", "true", "ON", "yes", "0", "false", "off", "no", ""])
+def test_hf_hub_offline_is_read_as_huggingface_hub_reads_it(value, monkeypatch):
+    """HF_HUB_OFFLINE=false is online for the hub client: a quick check that the hub answers must not be skipped."""
+    constants = pytest.importorskip("huggingface_hub.constants")
+    import errors
+    monkeypatch.setenv("HF_HUB_OFFLINE", value)
+    assert errors.hub_offline() == (value.upper() in constants.ENV_VARS_TRUE_VALUES)
+    assert errors.hub_offline() == (value in ("1", "true", "ON", "yes"))
