@@ -184,7 +184,8 @@ def from_release(state, cfg, where):
         factor = state.pop(key, None)
         if factor is None or factor.numel() != 1 or not math.isclose(float(factor), head_dim ** -0.5, rel_tol=1e-6):
             raise CramError(f"{where}: {key} is {'missing' if factor is None else factor.tolist()}, but this model "
-                            f"scales attention by 1/sqrt({head_dim}) = {head_dim ** -0.5:g}: refused")
+                            f"scales attention by 1/sqrt({head_dim}) = {head_dim ** -0.5:g} (config.json's "
+                            f"{cfg.n_embd} wide, {cfg.n_head} heads): config.json and the weights disagree, refused")
     names = name_map(cfg.n_layer)
     if extra := sorted(set(state) - set(names)):
         raise CramError(f"{where}: unexpected tensor {extra[0]} ({len(extra)} in all): not this architecture, refused")

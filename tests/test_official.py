@@ -107,6 +107,9 @@ def test_an_unknown_or_missing_option_another_model_type_and_a_wrong_size_are_re
     refused(folder, "model_type 'bert'")
     (folder / "config.json").write_text(json.dumps({**config, "arch": {**config["arch"], "intermed_size": 128}}))
     refused(folder, "encoder.layers.0.ffn.dense_in.weight has shape (64, 32), config.json implies (128, 32)")
+    arch = {**config["arch"], "attention": {**config["arch"]["attention"], "num_attention_heads": 8}}
+    (folder / "config.json").write_text(json.dumps({**config, "arch": arch}))
+    refused(folder, "32 wide, 8 heads): config.json and the weights disagree")  # shapes fit any count: the scale
     del config["arch"]["attention"]["rotary_embedding"]
     (folder / "config.json").write_text(json.dumps(config))
     refused(folder, "arch option attention.rotary_embedding = missing")
@@ -386,6 +389,15 @@ def test_a_checkpoint_the_release_cannot_hold_is_refused_in_one_line_and_nothing
         official.main(["export", str(path), str(tmp_path / "rel")])
     assert needle in str(e.value) and "\n" not in str(e.value) and str(e.value).startswith("official.py: error:")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]  # no folder, no staging folder left
+
+
+def test_a_checkpoint_copied_without_its_tokenizer_says_what_to_copy_not_a_flag_export_lacks(ckpt, tmp_path):
+    (tmp_path / "lone").mkdir()
+    shutil.copy(ckpt, tmp_path / "lone" / "ckpt.pt")  # its meta.json and tokenizer.json left behind
+    with pytest.raises(SystemExit) as e:
+        official.main(["export", str(tmp_path / "lone" / "ckpt.pt"), str(tmp_path / "rel")])
+    assert "copy meta.json and tokenizer.json of the data the model was trained on into it" in str(e.value)
+    assert "\n" not in str(e.value) and not (tmp_path / "rel").exists()
 
 
 def test_a_weight_of_an_edited_cram_py_is_refused_by_export_not_dropped(ckpt, tmp_path, monkeypatch, capsys):
