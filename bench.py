@@ -246,7 +246,8 @@ def memory(pcie=25e9, reserved=3e9):
 def main(argv=None):
     hardware.safe_console()
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
-    p.add_argument("--preset", default="auto", help="cram.py preset whose model shape is timed")
+    p.add_argument("--preset", default="auto", choices=["auto", *cram.PRESETS],
+                   help="cram.py preset whose model shape is timed")
     p.add_argument("--micro_batch", type=int, default=None, help="sequences per step (default: the preset's, "
                    "the paper's 0: as many as the GPU allows, as cram.py picks)")
     p.add_argument("--vocab_size", type=int, default=32768)
@@ -280,9 +281,9 @@ def main(argv=None):
         compile_ = hardware.wants_compile(args.compile, device)
     except cram.CramError as e:
         raise SystemExit(f"bench.py: error: {e}")
-    if args.accum < 1 or args.matmul_size < 1:
-        raise SystemExit(f"bench.py: error: --accum and --matmul_size must be >= 1 (got {args.accum}, "
-                         f"{args.matmul_size})")
+    if min(args.accum, args.matmul_size, args.steps, args.rounds) < 1 or args.warmup < 0:
+        raise SystemExit(f"bench.py: error: --accum, --matmul_size, --steps and --rounds must be >= 1, --warmup >= 0 "
+                         f"(got {args.accum}, {args.matmul_size}, {args.steps}, {args.rounds}, {args.warmup})")
     try:
         narrow = [int(n) for n in args.narrow.split(",") if n.strip()]
         for n in narrow:

@@ -525,8 +525,12 @@ def test_bench_times_an_accumulated_step_and_rejects_a_bad_accum(capsys):
                         "--matmul_size", "64"])
     out = capsys.readouterr().out
     assert tok_s > 0 and "micro-batch 2 x 2" in out and "over matmul ceiling" in out
-    with pytest.raises(SystemExit, match="--accum and --matmul_size must be >= 1"):
-        bench.main(["--preset", "tiny", "--accum", "0", "--device", "cpu"])
+    for flag in ("--accum", "--steps", "--rounds"):  # --steps 0: a ZeroDivisionError, --rounds 0: no median
+        with pytest.raises(SystemExit, match=r"--accum, --matmul_size, --steps and --rounds must be >= 1"):
+            bench.main(["--preset", "tiny", flag, "0", "--device", "cpu"])
+    with pytest.raises(SystemExit):  # argparse's one line, not cram.py's usage under bench.py's name
+        bench.main(["--preset", "nope", "--device", "cpu"])
+    assert "usage: bench.py" in capsys.readouterr().err
 
 
 def test_bench_times_fine_tuning_steps_of_seeds_as_one_model_with_the_real_training_step(capsys, monkeypatch):
