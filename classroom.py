@@ -39,6 +39,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from fnmatch import fnmatch
@@ -349,8 +350,13 @@ def submissions(folder):
     if not folder.is_dir():
         raise SystemExit(f"exercises.py: error: no folder {folder}: grade needs a folder of students' files (one .py "
                          "file, or one folder with its cram.py, per student)")
-    found = [(p.stem if p.is_file() else p.name, p / "cram.py" if p.is_dir() else p) for p in sorted(folder.iterdir())
-             if not p.name.startswith((".", "__")) and (p.is_dir() or p.suffix == ".py")]
+    entries = [p for p in sorted(folder.iterdir()) if not p.name.startswith((".", "__"))]
+    if other := [p.name for p in entries if not p.is_dir() and p.suffix.lower() != ".py"]:  # ivan.py.txt: said
+        print(f"skipped, not a .py file or a folder: {', '.join(other)}", file=sys.stderr)
+    entries = [p for p in entries if p.is_dir() or p.suffix.lower() == ".py"]  # hank.PY is a student's file too
+    names = [p.stem if p.is_file() else p.name for p in entries]
+    found = [(name if names.count(name) == 1 else p.name + "/" * p.is_dir(), p / "cram.py" if p.is_dir() else p)
+             for name, p in zip(names, entries)]  # judy.py and judy/: two rows, each named by its entry
     if not found:
         raise SystemExit(f"exercises.py: error: {folder} holds no student's file (one .py file, or one folder with "
                          "its cram.py, per student)")

@@ -262,6 +262,19 @@ def looping(source, name):
     return "".join(lines)
 
 
+def test_every_student_s_entry_is_graded_or_named_and_two_of_one_name_get_a_row_each(tmp_path, capsys):
+    """hank.PY (Windows keeps a name's case) is a student's file; ivan.py.txt (an editor's) is named, not dropped
+    unseen; judy.py beside judy/: two rows, each named by its entry."""
+    import classroom
+    for name in ("alice.py", "hank.PY", "ivan.py.txt", "judy.py", ".hidden.py"):
+        (tmp_path / name).write_text("x = 1\n", encoding="utf-8")
+    (tmp_path / "judy").mkdir()
+    (tmp_path / "__pycache__").mkdir()
+    found = [(student, path.relative_to(tmp_path).as_posix()) for student, path in classroom.submissions(tmp_path)]
+    assert found == [("alice", "alice.py"), ("hank", "hank.PY"), ("judy/", "judy/cram.py"), ("judy.py", "judy.py")]
+    assert "skipped, not a .py file or a folder: ivan.py.txt" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_grading_a_class_gives_a_row_per_student_and_an_endless_loop_times_out(tmp_path, capsys, monkeypatch):
     """Three students (right, a slip, an endless loop) and one who wrote nothing: a row each, the loop stopped."""
