@@ -98,8 +98,9 @@ loop runs batch // unit micro-batches per step). ramp_until = 0 means no ramp: t
         ("sinusoidal_table", "Embeddings"), """\
 Write `sinusoidal_table(T, C)`: table[p, 2i] = sin(p / 10000^(2i/C)), table[p, 2i+1] = cos(p / 10000^(2i/C)), for
 positions p = 0 .. T-1. Then the class `Embeddings(cfg, vocab_size, seq_len)`: `tok` = nn.Embedding(vocab_size,
-cfg.n_embd); the table as a buffer (not learned); one scalar parameter `pos_scale` starting at
-cfg.pos_scale_init / sqrt(C); `norm` = nn.LayerNorm(C, eps=cfg.norm_eps); `drop` = nn.Dropout(cfg.dropout).
+cfg.n_embd); the table as a buffer (not learned; persistent=False: not in checkpoints); one scalar parameter
+`pos_scale` starting at cfg.pos_scale_init / sqrt(C); `norm` = nn.LayerNorm(C, eps=cfg.norm_eps); `drop` =
+nn.Dropout(cfg.dropout).
 forward(ids (B, T)): drop(norm(tok(ids) + pos_scale * table[:T])); T may be shorter than seq_len (fine-tuning).""",
         points=5),
     "glu": Exercise(
@@ -255,6 +256,11 @@ def check_masking(cram):
     short = tensor(cram.mask_tokens(ids[:4, :64], mask_id, V, 0.25, gen)[1], "mask_tokens's positions")
     expect(short.shape == (4, 16), f"k = round(rate * T): for 4 sequences of T=64 at 25% positions must be (4, 16), "
                                    f"got {tuple(short.shape)}")
+    for rate in (0.15, 0.2, 0.3):  # the rate is an argument (--mask_from's schedule): at 0.2, int() gives 25, not 26
+        got = tuple(tensor(cram.mask_tokens(ids[:4], mask_id, V, rate, gen)[1], "mask_tokens's positions").shape)
+        expect(got == (4, round(rate * T)), f"k = round(rate * T): at rate {rate}, T={T}, positions must be (4, "
+               f"{round(rate * T)}), got {got}" + (": int() rounds down, use round()" if got == (4, int(rate * T))
+                                                  else ": use the rate you are given, not 0.25"))
 
     # many rows, a large vocabulary, ids from a small part of it, another mask_id (BERT's): the counts of the split,
     # the random tokens' range and the slots' roles
@@ -265,17 +271,20 @@ def check_masking(cram):
         at, k = inputs.gather(1, positions), positions.shape[1]
         holds_mask_id(at, mask_id)
         n = torch.stack([(at == mask_id).sum(1), (at == targets).sum(1)])           # per row: [MASK], kept
-        common = n.mode(dim=1).values
-        if (n == common[:, None]).all(0).float().mean() > 0.9:  # one split in every row (not a die per slot)
-            got, want = (common[0].item(), k - common.sum().item()), (round(0.8 * k), round(0.1 * k))
-            expect(got == want, f"of k = {k} slots, round(0.8 * k) = {want[0]} become [MASK], round(0.1 * k) = "
-                   f"{want[1]} a random token, {k - sum(want)} keep theirs; yours {got[0]}/{got[1]}/{common[1]}"
-                   + (": int() rounds down, use round()" if got == (int(0.8 * k), int(0.1 * k)) else ""))
-            first, last = (at[:, :want[0]] == mask_id).float().mean(), (at[:, sum(want):] == targets[:, sum(want):])
-            expect(bool(first == 1 and last.all()), f"the slots' order in positions, of k = {k}: the {want[0]} [MASK] "
-                   f"slots first, then the {want[1]} random, then the {k - sum(want)} kept (the docstring's order, "
-                   f"which the notebook reads); yours: {100 * first:.0f}% of the first {want[0]} are [MASK], "
-                   f"{100 * last.float().mean():.0f}% of the last {k - sum(want)} keep their token")
+        common, want = n.mode(dim=1).values, (round(0.8 * k), round(0.1 * k))
+        same = (n == common[:, None]).all(0).float().mean().item()  # a random token may be its slot's own: rarely
+        expect(same > 0.9, f"every row's k = {k} slots split alike: round(0.8 * k) = {want[0]} [MASK], round(0.1 * k) "
+               f"= {want[1]} random, {k - sum(want)} kept; in yours only {100 * same:.0f}% of the rows share one split "
+               "(a die cast per slot?)")
+        got = (common[0].item(), k - common.sum().item())
+        expect(got == want, f"of k = {k} slots, round(0.8 * k) = {want[0]} become [MASK], round(0.1 * k) = "
+               f"{want[1]} a random token, {k - sum(want)} keep theirs; yours {got[0]}/{got[1]}/{common[1]}"
+               + (": int() rounds down, use round()" if got == (int(0.8 * k), int(0.1 * k)) else ""))
+        first, last = (at[:, :want[0]] == mask_id).float().mean(), (at[:, sum(want):] == targets[:, sum(want):])
+        expect(bool(first == 1 and last.all()), f"the slots' order in positions, of k = {k}: the {want[0]} [MASK] "
+               f"slots first, then the {want[1]} random, then the {k - sum(want)} kept (the docstring's order, "
+               f"which the notebook reads); yours: {100 * first:.0f}% of the first {want[0]} are [MASK], "
+               f"{100 * last.float().mean():.0f}% of the last {k - sum(want)} keep their token")
     drawn = at[(at != mask_id) & (at != targets)]                                 # the random slots' tokens
     expect(len(drawn) > 0, "about 10% of the masked slots must be a random token; got none")
     n, distinct, low, high = len(drawn), len(drawn.unique()), drawn.min().item(), drawn.max().item()
@@ -418,6 +427,13 @@ def check_positions(cram):
         short = tensor(emb(ids[:, :12]), "Embeddings(ids) for 12 of its 16 positions", (2, 12, C))
         close(short, emb.norm(tok[:, :12] + 0.7 * want[:12]),
               "Embeddings on a sequence shorter than seq_len (12 of 16): the first 12 rows of the table", 1e-4)
+    saved = sorted(set(emb.state_dict()) - {n for n, _ in emb.named_parameters()})
+    expect(not saved, f"the table is a buffer registered with persistent=False (it follows from seq_len and C: "
+                      f"checkpoints don't hold it, and a model of other length loads them); yours saves {saved}")
+    with torch.no_grad():
+        zeros = (cram.Embeddings(small_cfg(cram, n_embd=C, dropout=0.5), 50, T).train()(ids) == 0).float().mean()
+    expect(0.3 < zeros < 0.7, f"in training Embeddings ends with self.drop, drop(norm(...)) (fine-tuning's dropout "
+                              f"0.1): with dropout 0.5 about half its outputs are 0; yours {100 * zeros:.0f}%")
 
 
 def check_glu(cram):
@@ -441,6 +457,17 @@ def check_glu(cram):
         expect(not matches(got, wrong, 1e-5), slip)
     if not matches(got, (first * F.gelu(second, approximate="tanh")) @ down, 1e-5):  # tanh's GELU is right too
         close(got, (first * F.gelu(second)) @ down, "GLUFeedForward(x) vs down(first_half * GELU(second_half))")
+    trains(lambda: ffn(x.clone().requires_grad_()), "GLUFeedForward")
+
+
+def trains(forward, what):
+    """forward() then backward, as training runs it: an in-place change (x *= ..., x += ...) of a tensor autograd
+    saved for the backward passes a check under no_grad and fails here."""
+    try:
+        forward().float().pow(2).mean().backward()
+    except RuntimeError as e:
+        expect(False, f"{what}'s backward failed ({str(e).splitlines()[0][:120]}): an in-place operation (*=, +=, "
+                      "[...] = on a tensor autograd saved)? write a new tensor, x = x * ..., x = x + ...")
 
 
 def check_sparse_head(cram):
@@ -450,6 +477,15 @@ def check_sparse_head(cram):
     logits = tensor(model(ids, positions), "model(ids, positions)", fn=cram.CrammedBERT.forward)
     expect(tuple(logits.shape) == (3, 4, 100), f"logits must be (B, k, V) = (3, 4, 100), got {tuple(logits.shape)}")
     dense = model.encode(ids) @ model.embed.tok.weight.T                        # (B, T, V): every position
+    from torch.utils.flop_counter import FlopCounterMode
+    counted = []
+    for run in (lambda: model(ids, positions), lambda: model.encode(ids)):
+        with torch.no_grad(), FlopCounterMode(display=False) as flops:
+            run()
+        counted.append(flops.get_total_flops())
+    head, sparse = counted[0] - counted[1], 2 * 3 * 4 * 32 * 100                # the decoder at B * k rows only
+    expect(head < 2 * sparse, f"the head's logits at the k masked positions only: yours multiplied {head:,} FLOPs "
+           f"beyond encode, where B * k rows x C x V is {sparse:,} (logits at every position, then gathered?)")
     close(logits, dense.gather(1, positions[..., None].expand(-1, -1, 100)),
           "sparse logits vs the dense logits at the masked positions (is the decoder tied to embed.tok?)", 1e-4)
     targets = torch.randint(0, 100, (3, 4))
@@ -465,6 +501,12 @@ def check_prenorm(cram):
     torch.manual_seed(0)
     block = cram.Block(small_cfg(cram)).eval()
     x = 3 * torch.randn(2, 8, 32) + 1
+    given = x.clone()
+    with torch.no_grad():
+        tensor(block(x), "Block(x)", (2, 8, 32), cram.Block.forward)
+    expect(torch.equal(x, given), "Block.forward changed the caller's x in place (x += ...): write x = x + ..., a "
+                                  "new tensor (the caller and autograd still need the x they gave)")
+    trains(lambda: block(x.clone().requires_grad_()), "Block")
     with torch.no_grad():
         block.attn.out.weight.zero_()
         block.ffn.down.weight.zero_()
@@ -546,6 +588,14 @@ def check_local_bias(cram):
     expect(paper.attn_bias is None, "with local_bias 0, attn_bias must be None")
     torch.manual_seed(0)
     model = cram.CrammedBERT(small_cfg(cram, local_bias=2.0), 50, T).eval()
+    off = [f"{n} (std {w.std():.3f}, mean {w.mean():+.3f})" for n, w in model.named_parameters() if w.dim() == 2 and
+           not (0.016 < w.std() < 0.024 and abs(w.mean()) < 0.005)]  # every Linear's and the Embedding's matrix
+    expect(not off, f"every Linear and Embedding weight is drawn from N(0, 0.02) in __init__; not: "
+                    f"{', '.join(off)}"[:300])
+    norms = [n for n, m in model.named_modules() if isinstance(m, torch.nn.LayerNorm) and not
+             (bool((m.weight == 1).all()) and bool((m.bias == 0).all()))]
+    expect(not norms, f"the LayerNorms keep their weight 1 and bias 0 (only Linear and Embedding weights are drawn); "
+                      f"not: {', '.join(norms)}")
     i = torch.arange(T)
     distance = (i[:, None] - i[None, :]).abs()
     want = -torch.tensor([2.0, 1.0, 0.5, 0.0])[:, None, None] * distance
