@@ -863,10 +863,10 @@ def load_module(path, name="student_cram"):
         spec.loader.exec_module(module)
     except SyntaxError as e:
         raise SystemExit(f"exercises.py: error: {path} line {e.lineno}: SyntaxError: {e.msg} (nothing was checked)")
-    except Exception as e:
+    except (Exception, SystemExit) as e:  # SystemExit: a sys.exit() or exit() at the file's top level
+        what = f"sys.exit({e.code!r})" if isinstance(e, SystemExit) else f"{type(e).__name__}: {e}"
         at = in_file(e, path)
-        raise SystemExit(f"exercises.py: error: {path}{at}: {type(e).__name__}: {e} (it does not import; nothing was "
-                         "checked)")
+        raise SystemExit(f"exercises.py: error: {path}{at}: {what} (it does not import; nothing was checked)")
     return module
 
 
@@ -1091,7 +1091,8 @@ def release(dest, names, teacher, checks):
         print(f"  with {len(untracked)} files git does not track (are they for students?): {', '.join(untracked)}")
     if teacher:
         print(f"wrote {teacher}: the teacher's bundle: the reference, answers.md, the grader (class.json: the class)")
-        print(f"grade, from that folder (one command a line, as every shell takes them):\n    cd {teacher}\n"
+        where = f'"{teacher}"' if " " in str(teacher) else teacher  # quoted as bash, zsh, PowerShell and cmd take it
+        print(f"grade, from that folder (one command a line, as every shell takes them):\n    cd {where}\n"
               "    python exercises.py grade SUBMISSIONS --out grades.csv")
 
 

@@ -835,3 +835,11 @@ def test_the_masking_check_is_statistical_not_the_references_own_draws(version, 
     student = exercises.load_module(str(path))
     for offset in range(1, 6):  # 200 offsets each: 0 FAILs (docs/notes.md, 2026-11-25, the exercises)
         exercises.check_masking(types.SimpleNamespace(mask_tokens=reseeded(student.mask_tokens, offset)))
+
+
+def test_a_student_file_that_exits_as_it_is_imported_says_so_not_its_exit_code(tmp_path):
+    path = tmp_path / "my_cram.py"
+    path.write_text("import sys\nsys.exit(3)\n", encoding="utf-8")
+    with pytest.raises(SystemExit) as e:
+        exercises.load_module(str(path))
+    assert str(e.value).endswith("my_cram.py line 2 in <module>: sys.exit(3) (it does not import; nothing was checked)")
