@@ -229,7 +229,10 @@ def find_folder(path):
         if not hub_offline():  # fail in seconds, not after the hub client's retries
             socket.create_connection(("huggingface.co", 443), timeout=5).close()
         from huggingface_hub import snapshot_download  # offline, it still finds a copy downloaded before
-        return Path(snapshot_download(path, allow_patterns=["*.json", "model.safetensors"]))
+        folder = Path(snapshot_download(path, allow_patterns=["*.json", "model.safetensors"]))
+        if not (folder / "model.safetensors").is_file():  # a release of pytorch_model.bin only: that, not both
+            folder = Path(snapshot_download(path, allow_patterns=["*.json", "pytorch_model.bin"]))
+        return folder
     except Exception as e:
         raise CramError(f"cannot get {path} from the Hugging Face hub ({type(e).__name__}); download it by hand: "
                         f"{by_hand}") from None

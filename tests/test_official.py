@@ -163,6 +163,31 @@ def test_a_hub_name_offline_says_how_to_download_it_by_hand(tmp_path, monkeypatc
     refused("JonasGeiping/crammed-bert", "git clone https://huggingface.co/JonasGeiping/crammed-bert", "hf download")
 
 
+@pytest.mark.parametrize("bin_format", [False, True])
+def test_a_hub_release_of_either_weights_file_downloads_that_one_only(bin_format, tmp_path, monkeypatch):
+    """The hub's download, stood in for by a copy of the repository's files that its allow_patterns match."""
+    import fnmatch
+    hub = pytest.importorskip("huggingface_hub")
+    repo = write_release(ours(), tmp_path / "repo", bin_format=bin_format)
+    asked = []
+
+    def snapshot_download(name, allow_patterns):
+        asked.append(allow_patterns)
+        out = tmp_path / f"snapshot{len(asked)}"
+        out.mkdir()
+        for f in repo.iterdir():
+            if any(fnmatch.fnmatch(f.name, pattern) for pattern in allow_patterns):
+                shutil.copy(f, out / f.name)
+        return str(out)
+    monkeypatch.setattr(hub, "snapshot_download", snapshot_download)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # no quick check of the network
+    monkeypatch.chdir(tmp_path)
+    model, _, _ = load_pretrained("owner/crammed-bert")
+    assert torch.equal(model.embed.tok.weight, ours().embed.tok.weight)
+    assert [("pytorch_model.bin" in a, "model.safetensors" in a) for a in asked] == \
+        ([(False, True), (True, False)] if bin_format else [(False, True)])
+
+
 def test_a_tokenizer_folder_without_meta_json_is_read_as_hugging_face_s(tmp_path):
     """The release's files, or a classifier's copies of them: special tokens by name, the single template's order."""
     from tokenizers import Tokenizer, models, processors
