@@ -415,14 +415,14 @@ def check_config(cfg):
 
 @torch.no_grad()
 def evaluate(model, val, cfg, mask_id, vocab_size, amp, device):
-    """Mean MLM loss on the first eval_seqs validation sequences, the same masks every time: (all predicted slots,
-    the [MASK] slots alone). The 10% that keep their token are easy: a copying model gets ~ln 2 there (notes)."""
+    """Mean MLM loss on the first eval_seqs validation rows, masked alike every time and at any micro-batch (drawn 16
+    rows at a time): (all predicted slots, the [MASK] slots alone; a copier gets ~ln 2 on the 10% kept, notes)."""
     model.eval()
     gen = torch.Generator(device=device).manual_seed(1234)  # not the weights' device: --offload keeps them on the CPU
     ids, losses = get_batch(val, 0, min(len(val), cfg.eval_seqs), gen.device), []
     draws = [mask_tokens(ids[i:i + 16], mask_id, vocab_size, cfg.mask_rate, gen) for i in range(0, len(ids), 16)]
-    inputs, positions, targets = map(torch.cat, zip(*draws))  # 16 rows a draw (the tiny preset's micro-batch) at
-    for i in range(0, len(ids), cfg.micro_batch):             # any --micro_batch: every run scores the same masks
+    inputs, positions, targets = map(torch.cat, zip(*draws))                       # (n, T), (n, k), (n, k)
+    for i in range(0, len(ids), cfg.micro_batch):  # the model a micro-batch at a time
         b = slice(i, i + cfg.micro_batch)
         with amp():
             logits = model(inputs[b], positions[b])                                   # (B, k, V)
