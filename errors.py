@@ -21,9 +21,11 @@ def die(msg):
 
 
 def hub_offline():
-    """HF_HUB_OFFLINE as huggingface_hub reads it (1, ON, YES or TRUE, any case): a hub call then fails at once, so
-    the callers skip their own quick check that the hub answers (which fails in seconds, not after its retries)."""
-    return os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE")
+    """HF_HUB_OFFLINE (else TRANSFORMERS_OFFLINE) as huggingface_hub reads it (1, ON, YES or TRUE, any case): a hub
+    call then fails at once, or finds a copy downloaded before, so the callers skip their own quick check that the
+    hub answers (which fails in seconds, not after its retries)."""
+    flag = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE") or ""
+    return flag.upper() in ("1", "ON", "YES", "TRUE")
 
 
 def is_file_name(name):

@@ -26,6 +26,7 @@ The file reads in three parts: the assignments, the checks (one function per exe
 import argparse
 import ast
 import functools
+import importlib.machinery
 import importlib.util
 import json
 import math
@@ -855,9 +856,10 @@ def load_module(path, name="student_cram"):
     if not Path(path).is_file():
         raise SystemExit(f"exercises.py: error: no file {path}: pass --file your_copy_of_cram.py "
                          "(python exercises.py stub NAME writes one)")
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None:
-        raise SystemExit(f"exercises.py: error: {path} is not a Python file")
+    if Path(path).suffix.lower() != ".py":
+        raise SystemExit(f"exercises.py: error: {path} is not a Python file (a .py file)")
+    loader = importlib.machinery.SourceFileLoader(name, str(path))  # given: a student's file.PY is Python source too
+    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
@@ -1091,7 +1093,7 @@ def release(dest, names, teacher, checks):
         print(f"  with {len(untracked)} files git does not track (are they for students?): {', '.join(untracked)}")
     if teacher:
         print(f"wrote {teacher}: the teacher's bundle: the reference, answers.md, the grader (class.json: the class)")
-        where = f'"{teacher}"' if " " in str(teacher) else teacher  # quoted as bash, zsh, PowerShell and cmd take it
+        where = teacher if re.fullmatch(r"[\w./\\:-]+", str(teacher)) else f'"{teacher}"'  # as every shell takes it
         print(f"grade, from that folder (one command a line, as every shell takes them):\n    cd {where}\n"
               "    python exercises.py grade SUBMISSIONS --out grades.csv")
 

@@ -151,7 +151,7 @@ def main(argv=None):
                    "--finetune 1,5 --compile (minutes: ~45 s a graph)")
     p.add_argument("--skip", default="", help="steps to leave out, comma-separated (e.g. tests,bench)")
     args = p.parse_args(argv)
-    out = Path(args.out).resolve()
+    out, plan = Path(args.out).resolve(), steps(args, Path(args.out).resolve())  # a bad --skip: before any folder
     if (out / "run" / "ckpt.pt").exists():
         sys.exit(f"gpu_check.py: error: {out} holds an earlier check's run: pass another --out, or delete it")
     out.mkdir(parents=True, exist_ok=True)
@@ -160,7 +160,7 @@ def main(argv=None):
            f"{time.strftime('%Y-%m-%d %H:%M')}"
     rows, codes, start = [], [], time.time()
     print(head, flush=True)
-    for name, limit, command, pattern in steps(args, out):
+    for name, limit, command, pattern in plan:
         t0, logs = time.time(), [out / "run" / f for f in ("metrics.jsonl", "log.txt")]
         since = [path.stat().st_size if path.exists() else 0 for path in logs]  # what an earlier step wrote
         with hardware.sigterm_as_ctrl_c():  # `timeout` (.ci/gpu_lease) stops the check: run_step stops the step
@@ -171,7 +171,8 @@ def main(argv=None):
         number = " | ".join(found.groups()) if found else ""
         if name in ("pretrain", "resume") and all(path.exists() for path in logs):
             number = steady(out / "run", since)
-        rows.append(f"| {name} | `{shlex.join(Path(c).name if c == sys.executable else c for c in command)}` | "
+        shown = [Path(c).name if c == sys.executable else c for c in command]  # quoted as this system's shell wants
+        rows.append(f"| {name} | `{shlex.join(shown) if os.name == 'posix' else subprocess.list2cmdline(shown)}` | "
                     f"{seconds:.0f} | {code} | {number} |")
         codes.append(code)
         print(f"{name}: exit {code}, {seconds:.0f} s {number}", flush=True)

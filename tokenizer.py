@@ -148,8 +148,9 @@ def read_meta(data_dir):
 def load_tokenizer(data_dir, vocab=None):
     """A prepared set's tokenizer, or a Hugging Face folder's (hf_tokenizer). With vocab: the one a model was trained
     with (cram.py copies meta.json and tokenizer.json beside ckpt.pt), checked against the model's vocabulary."""
-    fix = ("copy meta.json and tokenizer.json of the data the model was trained on into it (fill_mask.py and "
-           "finetune_glue.py also take --tokenizer_dir DATA)") if vocab else "prepare the data again"
+    fix = ("use the tokenizer of the data the model was trained on: that data folder (fill_mask.py's and "
+           "finetune_glue.py's --tokenizer_dir), or its meta.json and tokenizer.json beside the checkpoint, as "
+           "cram.py leaves them") if vocab else "prepare the data again"
     if is_hf_tokenizer_folder(Path(data_dir)):  # no meta.json but special_tokens_map.json or tokenizer_config.json
         tok = hf_tokenizer(Path(data_dir))
     elif vocab and not (Path(data_dir) / "meta.json").is_file():

@@ -843,3 +843,11 @@ def test_a_student_file_that_exits_as_it_is_imported_says_so_not_its_exit_code(t
     with pytest.raises(SystemExit) as e:
         exercises.load_module(str(path))
     assert str(e.value).endswith("my_cram.py line 2 in <module>: sys.exit(3) (it does not import; nothing was checked)")
+
+
+def test_a_student_file_named_py_in_capitals_is_checked_as_python_and_a_text_file_is_refused(tmp_path):
+    (tmp_path / "hank.PY").write_text("x = 41 + 1\n", encoding="utf-8")  # Windows keeps a name's case
+    assert exercises.load_module(str(tmp_path / "hank.PY")).x == 42
+    (tmp_path / "ivan.py.txt").write_text("x = 1\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match="ivan.py.txt is not a Python file"):
+        exercises.load_module(str(tmp_path / "ivan.py.txt"))

@@ -130,7 +130,9 @@ def test_a_checkpoint_without_its_tokenizer_is_a_one_line_error(ckpt, tmp_path):
     shutil.copy(ckpt, tmp_path / "ckpt.pt")
     assert "no tokenizer in" in error(tmp_path / "ckpt.pt", "a [MASK]")
     shutil.copy(ckpt.parent / "meta.json", tmp_path / "meta.json")
-    assert re.search(r"cannot load .*tokenizer.json .*: pass --tokenizer_dir", error(tmp_path / "ckpt.pt", "a [MASK]"))
+    assert re.search(r"cannot load .*tokenizer.json .*: use the tokenizer of the data the model was trained on: "
+                     r"that data folder \(fill_mask.py's and finetune_glue.py's --tokenizer_dir\)",
+                     error(tmp_path / "ckpt.pt", "a [MASK]"))
 
 
 def test_a_damaged_meta_json_beside_the_checkpoint_is_a_one_line_error(ckpt, tmp_path):

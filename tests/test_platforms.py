@@ -430,5 +430,9 @@ def test_hf_hub_offline_is_read_as_huggingface_hub_reads_it(value, monkeypatch):
     constants = pytest.importorskip("huggingface_hub.constants")
     import errors
     monkeypatch.setenv("HF_HUB_OFFLINE", value)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
     assert errors.hub_offline() == (value.upper() in constants.ENV_VARS_TRUE_VALUES)
+    assert errors.hub_offline() == (value in ("1", "true", "ON", "yes"))
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", value)  # the hub client's older name, read when the first is unset
     assert errors.hub_offline() == (value in ("1", "true", "ON", "yes"))
