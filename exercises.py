@@ -866,7 +866,8 @@ def load_module(path, name="student_cram"):
     except SyntaxError as e:
         raise SystemExit(f"exercises.py: error: {path} line {e.lineno}: SyntaxError: {e.msg} (nothing was checked)")
     except (Exception, SystemExit) as e:  # SystemExit: a sys.exit() or exit() at the file's top level
-        what = f"sys.exit({e.code!r})" if isinstance(e, SystemExit) else f"{type(e).__name__}: {e}"
+        what = (f"sys.exit({e.code!r}), called as the file was imported (main() at its top level? keep such calls "
+                "under if __name__ == '__main__':)") if isinstance(e, SystemExit) else f"{type(e).__name__}: {e}"
         at = in_file(e, path)
         raise SystemExit(f"exercises.py: error: {path}{at}: {what} (it does not import; nothing was checked)")
     return module
