@@ -97,9 +97,10 @@ def label_file(path, output, task, info, labeller):
     done = {n: i for i, (n, _) in enumerate(split.rows)}
     given = {str(r[task.columns[2]]).strip(): r[task.columns[2]] for _, r in rows  # JSON: 1 stays 1, true true
              if isinstance(r, dict) and r.get(task.columns[2]) is not None and not isinstance(r[task.columns[2]], str)}
-    labelled = [{**r, "prediction": "" if n not in done else given.get(shown[done[n]], shown[done[n]]),
+    labelled = [{**(r if isinstance(r, dict) else {}),  # a row it could not read: empty (read_split warned)
+                 "prediction": "" if n not in done else given.get(shown[done[n]], shown[done[n]]),
                  **({"probability": "" if n not in done else round(probs[done[n]], 6)} if info["labels"] else {})}
-                for n, r in ((n, r if isinstance(r, dict) else {}) for n, r in rows)]  # {}: read_split warned
+                for n, r in rows]
     added = ["prediction", *(["probability"] if info["labels"] else [])]
     write_rows(output, [c for c in columns if c not in added] + added, labelled, like=path, header=header)
     print(f"wrote {len(labelled)} rows to {output}, {len(done)} with a prediction"

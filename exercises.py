@@ -484,7 +484,7 @@ def check_sparse_head(cram):
         with torch.no_grad(), FlopCounterMode(display=False) as flops:
             run()
         counted.append(flops.get_total_flops())
-    head, sparse = counted[0] - counted[1], 2 * 3 * 4 * 32 * 100                # the decoder at B * k rows only
+    head, sparse = counted[0] - counted[1], 2 * logits.numel() * model.embed.tok.weight.shape[1]  # B*k x C x V
     expect(head < 2 * sparse, f"the head's logits at the k masked positions only: yours multiplied {head:,} FLOPs "
            f"beyond encode, where B * k rows x C x V is {sparse:,} (logits at every position, then gathered?)")
     close(logits, dense.gather(1, positions[..., None].expand(-1, -1, 100)),

@@ -151,7 +151,8 @@ def main(argv=None):
                    "--finetune 1,5 --compile (minutes: ~45 s a graph)")
     p.add_argument("--skip", default="", help="steps to leave out, comma-separated (e.g. tests,bench)")
     args = p.parse_args(argv)
-    out, plan = Path(args.out).resolve(), steps(args, Path(args.out).resolve())  # a bad --skip: before any folder
+    out = Path(args.out).resolve()
+    plan = steps(args, out)  # a bad --skip is refused here, before any folder is made
     if (out / "run" / "ckpt.pt").exists():
         sys.exit(f"gpu_check.py: error: {out} holds an earlier check's run: pass another --out, or delete it")
     out.mkdir(parents=True, exist_ok=True)
