@@ -39,7 +39,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from fnmatch import fnmatch
@@ -345,16 +344,14 @@ def check_file(command, names, timeout):
 
 
 def submissions(folder):
-    """[(student, their file)]: each .py file in `folder` (the student: its name) and each folder (its cram.py);
-    hidden entries and __pycache__ are skipped."""
+    """[(student, their file)]: each .py file in `folder` (the student: its name), each folder (its cram.py) and
+    each other file (its whole name: grade refuses it in its row, so no student is left off the sheet); hidden
+    entries and __pycache__ are skipped."""
     if not folder.is_dir():
         raise SystemExit(f"exercises.py: error: no folder {folder}: grade needs a folder of students' files (one .py "
                          "file, or one folder with its cram.py, per student)")
     entries = [p for p in sorted(folder.iterdir()) if not p.name.startswith((".", "__"))]
-    if other := [p.name for p in entries if not p.is_dir() and p.suffix.lower() != ".py"]:  # ivan.py.txt: said
-        print(f"skipped, not a .py file or a folder: {', '.join(other)}", file=sys.stderr)
-    entries = [p for p in entries if p.is_dir() or p.suffix.lower() == ".py"]  # hank.PY is a student's file too
-    names = [p.stem if p.is_file() else p.name for p in entries]
+    names = [p.stem if p.is_file() and p.suffix.lower() == ".py" else p.name for p in entries]  # hank.PY too
     found = [(name if names.count(name) == 1 else p.name + "/" * p.is_dir(), p / "cram.py" if p.is_dir() else p)
              for name, p in zip(names, entries)]  # judy.py and judy/: two rows, each named by its entry
     if not found:
@@ -380,8 +377,9 @@ def grade(folder, names, points, out, overwrite, graded):
         raise SystemExit(f"exercises.py: error: --out {out}: no folder {out.parent}: make it first")
     rows, possible = [], sum(points[n] for n in names)
     for student, path in submissions(folder):
-        result = graded(path) if path.is_file() else {"refused": f"no cram.py in {path.parent}", "exercises": [],
-                                                      "points": 0}
+        why = None if path.is_file() and path.suffix.lower() == ".py" else f"no cram.py in {path.parent}" \
+            if path.name == "cram.py" else f"{path.name} is not a .py file: hand in the cram.py you wrote, as a .py"
+        result = {"refused": why, "exercises": [], "points": 0} if why else graded(path)
         failed = [r for r in result["exercises"] if not r["pass"]]
         message = result.get("refused") or " | ".join(f"{r['name']}: {r['message']}" for r in failed)
         earned = {r["name"]: r["points"] for r in result["exercises"]}

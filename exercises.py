@@ -1012,6 +1012,14 @@ def refusal(path, names):
         return f"{path} is the reference cram.py itself, not a student's work: name a student's file"
     if all(unwritten(text, name) for name in names):
         return f"{path} is unchanged from the stub: nothing written yet for {', '.join(names)}"
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):  # its check says where (ValueError: a NUL byte, Python < 3.12)
+        return None
+    wanted = [w for name in names for w in EXERCISES[name].write]
+    if not any(find(tree, w) for w in wanted):  # an empty file, another homework: not ten errors of missing names
+        what = "is empty" if not text.strip() else f"defines none of {', '.join(wanted)}"
+        return f"{path} {what}: it is not a copy of cram.py with the exercises written in"
     return None
 
 

@@ -262,17 +262,30 @@ def looping(source, name):
     return "".join(lines)
 
 
-def test_every_student_s_entry_is_graded_or_named_and_two_of_one_name_get_a_row_each(tmp_path, capsys):
-    """hank.PY (Windows keeps a name's case) is a student's file; ivan.py.txt (an editor's) is named, not dropped
-    unseen; judy.py beside judy/: two rows, each named by its entry."""
+def test_every_student_s_entry_gets_a_row_and_two_of_one_name_get_a_row_each(tmp_path, capsys):
+    """hank.PY (Windows keeps a name's case) is a student's file; ivan.py.txt (an editor's) and frank.txt get a row
+    that says why they were not graded (a student left off the sheet is a zero nobody sees); judy.py beside judy/:
+    two rows, each named by its entry; an empty file and another homework are refused in one line each."""
     import classroom
-    for name in ("alice.py", "hank.PY", "ivan.py.txt", "judy.py", ".hidden.py"):
+    for name in ("alice.py", "hank.PY", "ivan.py.txt", "frank.txt", "judy.py", ".hidden.py"):
         (tmp_path / name).write_text("x = 1\n", encoding="utf-8")
     (tmp_path / "judy").mkdir()
     (tmp_path / "__pycache__").mkdir()
     found = [(student, path.relative_to(tmp_path).as_posix()) for student, path in classroom.submissions(tmp_path)]
-    assert found == [("alice", "alice.py"), ("hank", "hank.PY"), ("judy/", "judy/cram.py"), ("judy.py", "judy.py")]
-    assert "skipped, not a .py file or a folder: ivan.py.txt" in capsys.readouterr().err
+    assert found == [("alice", "alice.py"), ("frank.txt", "frank.txt"), ("hank", "hank.PY"),
+                     ("ivan.py.txt", "ivan.py.txt"), ("judy/", "judy/cram.py"), ("judy.py", "judy.py")]
+    (tmp_path / "erin.py").write_text("", encoding="utf-8")
+    out = tmp_path / "grades.csv"
+    assert classroom.grade(tmp_path, ["masking"], {"masking": 5}, out, False, lambda path: exercises.graded(
+        path, ["masking"], 10)) == 0
+    with open(out, encoding="utf-8", newline="") as f:
+        rows = {row[0]: row[1:] for row in csv.reader(f)}
+    assert rows["frank.txt"] == ["0", "0", "frank.txt is not a .py file: hand in the cram.py you wrote, as a .py"]
+    assert rows["erin"][2].endswith("erin.py is empty: it is not a copy of cram.py with the exercises written in")
+    assert rows["alice"][2].endswith("alice.py defines none of mask_tokens: it is not a copy of cram.py with the "
+                                     "exercises written in")
+    assert rows["judy/"][2] == f"no cram.py in {tmp_path / 'judy'}"
+    assert "erin" in capsys.readouterr().out
 
 
 @pytest.mark.slow
