@@ -22,7 +22,7 @@ from torch.overrides import TorchFunctionMode
 from tqdm import tqdm
 
 from cram import Config, CramError, CrammedBERT
-from errors import not_readable
+from errors import check_writable, not_readable, written_whole
 from hardware import amp_dtype, autocast
 from tasks import METRICS, count
 from tokenizer import load_tokenizer
@@ -124,6 +124,7 @@ def check_save_dir(path, tasks):
     if len(tasks) != 1:
         raise CramError(f"--save_model keeps one task's classifier, but {len(tasks)} tasks would run: name one with "
                         "--tasks, or use --train_file")
+    check_writable(path, "--save_model")  # its folder: the classifier is built beside it
     folder = Path(path).resolve()
     if folder in (Path.cwd(), *Path.cwd().parents) or folder.parent == folder:
         raise CramError(f"--save_model {path} is the folder you are in, or holds it: name a folder of its own, e.g. "
@@ -132,7 +133,7 @@ def check_save_dir(path, tasks):
         raise CramError(f"--save_model {path} holds something that is not a saved classifier: choose a new or empty "
                         "folder (a folder it did not write is never overwritten)")
     if is_classifier(folder):  # the same task's, trained again: replaced; another task's: kept
-        old = json.loads((folder / "classifier.json").read_text(encoding="utf-8")).get("task")
+        old = json.loads((folder / "classifier.json").read_text(encoding="utf-8-sig")).get("task")
         if old != tasks[0].name:
             raise CramError(f"--save_model {path} holds the classifier of another task ({old!r}, not "
                             f"{tasks[0].name!r}): name another folder, or delete that one first")
@@ -141,7 +142,7 @@ def check_save_dir(path, tasks):
 
 def is_classifier(folder):
     try:
-        return json.loads((Path(folder) / "classifier.json").read_text(encoding="utf-8")).get("format") == FORMAT
+        return json.loads((Path(folder) / "classifier.json").read_text(encoding="utf-8-sig")).get("format") == FORMAT
     except (OSError, ValueError, AttributeError):
         return False
 
@@ -167,8 +168,8 @@ def save_classifier(path, task, keep, cfg, tok, args):
 def write_classifier(stage, task, keep, cfg, tok, args):
     head = dict(n_out=len(task.labels or [0]), hidden=args.head_hidden, pool=args.pool, sep_id=tok.special["sep"],
                 pair=task.columns[1] is not None)
-    torch.save({"config": asdict(cfg), "vocab_seq": list(args.vocab_seq), "head": head, "model": keep["state"]},
-               stage / "model.pt")
+    with written_whole(stage / "model.pt") as f:  # a full disk: the OSError, in one line
+        torch.save({"config": asdict(cfg), "vocab_seq": list(args.vocab_seq), "head": head, "model": keep["state"]}, f)
     info = {"format": FORMAT, "task": task.name, "type": "regression" if task.labels is None else "classification",
             "labels": task.labels, "text_columns": [c for c in task.columns[:2] if c is not None],
             "label_column": task.columns[2], "metrics": task.metrics, "max_len": args.max_len,
@@ -218,7 +219,7 @@ def load_classifier(path, device="cpu"):
 def read_info(path):
     """classifier.json, checked field by field: a hand edit that breaks it is one line, not a crash later."""
     try:
-        info = json.loads(path.read_text(encoding="utf-8"))
+        info = json.loads(path.read_text(encoding="utf-8-sig"))
         if isinstance(info, dict):
             info.setdefault("no_model", {})  # a classifier kept before 2026-11-25 has no no-model scores
         names = lambda x, most: isinstance(x, list) and 1 <= len(x) <= most and all(  # noqa: E731

@@ -27,6 +27,8 @@ import torch
 
 from classifier import decide, encode, load_classifier, predict  # the fine-tuned model, and the kept folder
 from cram import CramError, pick_device
+from errors import check_writable, written_whole
+from tokenizer import unicode_text
 from hardware import safe_console
 from tasks import INTERVAL_WORDS, NUMBER, Split, Task, compute_metrics, excel_style, intervals, one_row, read_split
 from tasks import FORMATS, count, match, read_table, row_name
@@ -56,9 +58,8 @@ def write_rows(path, columns, rows, like=None, header=True):
     else:  # .json (label_file checked the name)
         buf.write(json.dumps(rows, ensure_ascii=False, indent=1) + "\n")
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with open(f"{path}.tmp", "w", encoding="utf-8-sig" if marked and kind == ".csv" else "utf-8", newline="") as f:
+    with written_whole(path, "w", encoding="utf-8-sig" if marked and kind == ".csv" else "utf-8", newline="") as f:
         f.write(buf.getvalue())
-    os.replace(f"{path}.tmp", path)
 
 
 def classify(model, tok, info, split, run, device):
@@ -75,6 +76,8 @@ def output_of(path, output, overwrite):
     that exists already is replaced only with --overwrite (it may be a user's notes), the input file never."""
     if os.path.isdir(path):
         raise CramError(f"{path} is a folder: name a data file in it")
+    if Path(path).suffix.lower() not in FORMATS:  # dev.cvs: the input's name is the slip, not --output's
+        raise CramError(f"--input {path} must end in .csv, .tsv, .json or .jsonl (check the name)")
     output = output or str(Path(path).with_suffix(".predicted" + Path(path).suffix))
     if Path(output).suffix.lower() not in FORMATS:
         raise CramError(f"--output {output} must end in .csv, .tsv, .json or .jsonl")
@@ -82,6 +85,9 @@ def output_of(path, output, overwrite):
         raise CramError(f"--output {output} is the input file: choose another name (the input stays as it is)")
     if os.path.lexists(output) and not overwrite:
         raise CramError(f"{output} exists: name another --output, or add --overwrite to replace it")
+    if os.path.isdir(output):
+        raise CramError(f"--output {output} is a folder: name a file")
+    check_writable(output, "--output")
     return output
 
 
@@ -198,6 +204,7 @@ def main(argv=None):
         labeller = lambda split: classify(model, tok, info, split, run, device)  # noqa: E731
         if args.input:
             return label_file(args.input, output, task, info, labeller)
+        args.texts = [unicode_text(t) for t in args.texts]  # bytes that were not UTF-8 on the command line: U+FFFD
         shown, probs, _ = labeller(texts_split(args.texts, pair))
         for text, label, q in zip(args.texts, shown, probs):
             print(f"{label}\t{q:.3f}\t{text}" if labels else f"{label:.4f}\t{text}")

@@ -44,6 +44,8 @@ import time
 from fnmatch import fnmatch
 from pathlib import Path
 
+from errors import written_whole
+
 # The student copy: what it leaves out (a folder ends in /), and the sections of pages it cuts (to the next heading of
 # the same level), as they hold answers. Folders that hold an earlier release (CLASS_MARKS) are never copied.
 LEAVE_OUT = (".git/", "tests/", ".ci/", "docs/notes.md", "docs/teaching_answers.md", "docs/scaling_tokens.png",
@@ -375,6 +377,8 @@ def grade(folder, names, points, out, overwrite, graded):
         raise SystemExit(f"exercises.py: error: {out} exists already: name another --out, or add --overwrite")
     if not out.resolve().parent.is_dir():
         raise SystemExit(f"exercises.py: error: --out {out}: no folder {out.parent}: make it first")
+    if out.is_dir():
+        raise SystemExit(f"exercises.py: error: --out {out} is a folder: name a .csv file")
     rows, possible = [], sum(points[n] for n in names)
     for student, path in submissions(folder):
         why = None if path.is_file() and path.suffix.lower() == ".py" else f"no cram.py in {path.parent}" \
@@ -387,11 +391,13 @@ def grade(folder, names, points, out, overwrite, graded):
         summary = f"refused: {message}" if "refused" in result else \
             "failed: " + ", ".join(r["name"] for r in failed) if failed else "every exercise passed"
         print(f"{student:20s} {result['points']:3d} of {possible}  {summary}")
-    tmp = out.with_name(out.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["student", *names, "total", "message"])
-        writer.writerows([cell(c) for c in row] for row in rows)
-    os.replace(tmp, out)  # whole or not at all
+    try:
+        with written_whole(out, "w", encoding="utf-8", newline="") as f:  # whole or not at all
+            writer = csv.writer(f)
+            writer.writerow(["student", *names, "total", "message"])
+            writer.writerows([cell(c) for c in row] for row in rows)
+    except OSError as e:  # no permission, a full disk: the grades are above, as printed
+        raise SystemExit(f"exercises.py: error: cannot write {out} ({e.strerror or e}): the grades are printed above; "
+                         "grade again with another --out") from None
     print(f"wrote {out}: {len(rows)} students, {len(names)} exercises, {possible} points in all")
     return 0

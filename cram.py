@@ -11,7 +11,7 @@ The architecture (paper section 4.2, the final "crammed BERT"):
 - pre-LN transformer blocks, LayerNorm eps 1e-12, one more LayerNorm after the last block
 - no bias in any Linear inside the blocks; fused QKV projection; F.scaled_dot_product_attention (flash)
 - gated-GELU feed-forward: Linear d -> 4d, split into (x, gate), GELU(gate) * x, Linear 2d -> d
-- positions: a fixed sin/cos table times ONE learnable scalar (init 1/sqrt(d)); no token-type embedding
+- positions: a fixed sin/cos table times ONE learnable scalar (init 1/sqrt(d); tiny: 0); no token-type embedding
 - embedding LayerNorm; decoder tied to the token embedding, no decoder bias, no head transform
 - sparse prediction: the vocabulary projection runs only on the masked positions; dropout off (on for fine-tuning)
 - the loss inside the compiled model; bf16 autocast and residual stream from Ampere on, older GPUs fp16 + GradScaler
@@ -21,6 +21,7 @@ lr(t) = peak * min(0.25 + t, 4(1 - t)) with t the fraction of the time budget us
 8192 sequences at t = 0.6 by gradient accumulation, gradient clipping 0.5, stop when the budget is spent.
 """
 import argparse
+import filecmp
 import functools
 import gc
 import json
@@ -36,7 +37,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from errors import CramError, is_file_name, not_readable  # a user's mistake: main() prints it in one line
+from errors import CramError, is_file_name, not_readable, written_whole  # a user's mistake: one line; whole files
 from hardware import amp_dtype, autocast, device_peak_flops, pick_device, run_info, wants_compile
 from hardware import out_of_memory, safe_console, safe_globals, stop_on_signals  # out of memory, Ctrl+C: save, stop
 from hardware import fit_micro_batch, shard_model, start_processes  # the GPU's micro-batch; several processes
@@ -346,13 +347,9 @@ def batch_size_at(t, unit, target, ramp_until=0.6):
 
 
 def save_checkpoint(path, state):
-    """Write to a temporary file, fsync, then rename: a crash leaves the previous checkpoint intact."""
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
+    """Write to a temporary file, fsync, then rename: a crash or a full disk leaves the previous checkpoint intact."""
+    with written_whole(path) as f:
         torch.save(state, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def read_checkpoint(path, mmap=False):
@@ -477,8 +474,10 @@ class Log:
         if master:  # finetune_glue.py finds meta.json and the tokenizer beside ckpt.pt (read_meta: bare names)
             os.makedirs(cfg.out_dir, exist_ok=True)
             for name in ("meta.json", meta.get("tokenizer_file") or ""):
-                if name and os.path.exists(os.path.join(cfg.data_dir, name)):
-                    shutil.copyfile(os.path.join(cfg.data_dir, name), os.path.join(cfg.out_dir, name))
+                source, copy = (os.path.join(folder, name) for folder in (cfg.data_dir, cfg.out_dir))
+                if name and os.path.exists(source) and not (os.path.exists(copy) and filecmp.cmp(source, copy, False)):
+                    with open(source, "rb") as f, written_whole(copy) as g:  # a full disk keeps the old copy
+                        shutil.copyfileobj(f, g)
             self.files = [open(os.path.join(cfg.out_dir, name), "a", buffering=1, encoding="utf-8")
                           for name in ("log.txt", "metrics.jsonl")]  # line-buffered: on disk at once
 

@@ -4,6 +4,7 @@ CramError is raised where the problem is found; each script's main() catches it,
 exits 1. die() stops at once the same way. They live in this small module so that a module which needs only them
 (tasks.py, tokenizer.py) does not import the model's code.
 """
+import contextlib
 import os
 import re
 import sys
@@ -26,6 +27,45 @@ def hub_offline():
     hub answers (which fails in seconds, not after its retries)."""
     flag = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE") or ""
     return flag.upper() in ("1", "ON", "YES", "TRUE")
+
+
+@contextlib.contextmanager
+def written_whole(path, mode="wb", **how):
+    """`with written_whole(path) as f:` writes path's twin path.tmp, then renames it over path: a full disk, a crash
+    or Ctrl-C leave the old file as it was, and a failed write takes its twin away. torch.save's RuntimeError over a
+    failed write (a full disk) is raised as the OSError under it, which the scripts print in one line."""
+    tmp = f"{path}.tmp"
+    try:
+        with open(tmp, mode, **how) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException as e:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        under = e.__context__ if isinstance(e, RuntimeError) and isinstance(e.__context__, OSError) else e
+        if isinstance(under, OSError) and under.errno and not under.filename:  # torch's write: say which file
+            raise OSError(under.errno, under.strerror, str(path)) from None
+        if under is not e:
+            raise under from None
+        raise
+
+
+def check_writable(path, flag):
+    """Refuse, before any work, an output path whose folder cannot be written: the nearest folder of it that exists
+    must be a folder, and take a file (tried, then removed)."""
+    folder = Path(path).resolve().parent
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir():
+        raise CramError(f"{flag} {path}: {folder} is a file, not a folder: name a path in a folder")
+    probe = folder / f".write-test-{os.getpid()}"
+    try:
+        probe.write_text("", encoding="utf-8")
+        probe.unlink()
+    except OSError as e:
+        raise CramError(f"{flag} {path}: cannot write in {folder} ({e.strerror}): name a folder you can write") from None
 
 
 def is_file_name(name):

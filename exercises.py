@@ -45,6 +45,7 @@ import torch
 import torch.nn.functional as F
 
 import classroom
+from errors import written_whole
 from hardware import safe_console
 
 HERE = Path(__file__).resolve().parent
@@ -801,9 +802,13 @@ def write_stub(names, out, overwrite):
     if out.resolve() == REFERENCE:
         raise SystemExit("exercises.py: error: --out must not be the reference cram.py itself: name a copy")
     header = f"# {out.name}: cram.py, your copy for exercise {', '.join(names)}: python exercises.py show {names[0]}\n"
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(student_source(REFERENCE.read_text(encoding="utf-8"), names, header), encoding="utf-8")
-    os.replace(tmp, out)  # whole or not at all
+    if out.is_dir():
+        raise SystemExit(f"exercises.py: error: --out {out} is a folder: name a .py file")
+    try:
+        with written_whole(out, "w", encoding="utf-8") as f:  # whole or not at all
+            f.write(student_source(REFERENCE.read_text(encoding="utf-8"), names, header))
+    except OSError as e:  # no permission, a full disk: the old file, if any, stays as it was
+        raise SystemExit(f"exercises.py: error: cannot write {out} ({e.strerror or e}): name another --out") from None
     todo = ", ".join(w for name in names for w in EXERCISES[name].write)
     print(f"wrote {out}: cram.py with {todo} to write (each raises NotImplementedError until you do)")
     print(f"check it: python exercises.py check {' '.join(names)} --file {out}")

@@ -340,11 +340,12 @@ def run(args):
             if n < len(data):  # a long run's tasks, each kept as it ends: a crash or Ctrl-C later loses none of them
                 publish(out_dir, this, args, data, report, outputs, info, paced, time.time() - t_start, final=False)
                 tasks_kept = n
+        total_s = time.time() - t_start
+        md = publish(out_dir, this, args, data, report, outputs, info, paced, total_s, final=True)
+        tasks_kept = len(data)  # the results are written: a classifier that cannot be saved loses none of them
         if classifier := report[random_inits[0]].get("keep"):
             task, train, _ = next(iter(data.values()))
             save_classifier(args.save_model, task, classifier, cfg, tok, args)
-        total_s = time.time() - t_start
-        md = publish(out_dir, this, args, data, report, outputs, info, paced, total_s, final=True)
     except BaseException:  # Ctrl-C, an error, out of memory: the finished tasks stay; say where, then stop as ever
         if tasks_kept:
             print(f"finetune_glue.py: this run's finished tasks: {out_dir / this}.md and .json", file=sys.stderr)

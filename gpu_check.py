@@ -153,9 +153,13 @@ def main(argv=None):
     args = p.parse_args(argv)
     out = Path(args.out).resolve()
     plan = steps(args, out)  # a bad --skip is refused here, before any folder is made
-    if (out / "run" / "ckpt.pt").exists():
+    if (out / "run" / "ckpt.pt").exists() or (out / "report.md").exists():
         sys.exit(f"gpu_check.py: error: {out} holds an earlier check's run: pass another --out, or delete it")
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "report.md").write_text("", encoding="utf-8")  # written after every step: writable, or said now
+    except OSError as e:  # --out a file, a folder it may not write
+        sys.exit(f"gpu_check.py: error: cannot write in --out {out} ({e.strerror or e}): name a folder you can write")
     gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "no CUDA GPU"
     head = f"{gpu} | torch {torch.__version__} | Python {platform.python_version()} | {os.cpu_count()} cores | " \
            f"{time.strftime('%Y-%m-%d %H:%M')}"

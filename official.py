@@ -69,7 +69,7 @@ def read_config(folder):
     """config.json -> (Config with preset "paper", vocab_size, seq_len); any option we do not compute is refused."""
     path = folder / "config.json"
     try:
-        spec = json.loads(path.read_text(encoding="utf-8"))
+        spec = json.loads(path.read_text(encoding="utf-8-sig"))
         model_type, arch = spec.get("model_type"), flat(spec["arch"])
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         if (folder / "ckpt.pt").is_file():

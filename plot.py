@@ -21,6 +21,7 @@ import os
 import re
 import sys
 
+from errors import written_whole
 from hardware import safe_console
 
 AXES = {"budget": ("budget", 100, "budget used (%)"), "seconds": ("train_time", 1, "training seconds (budget)"),
@@ -304,9 +305,16 @@ def pyplot():
 
 
 def save(fig, png):
-    tmp = png + ".tmp.png"
-    fig.savefig(tmp, dpi=110)  # written whole, then renamed: never a half-written picture
-    os.replace(tmp, png)
+    kind = os.path.splitext(png)[1][1:].lower()
+    if kind not in fig.canvas.get_supported_filetypes():
+        raise SystemExit(f"plot.py: error: --png {png}: matplotlib cannot write .{kind} files: name a .png (or .svg, "
+                         ".pdf)")
+    try:
+        with written_whole(png) as f:  # written whole, then renamed: never a half-written picture
+            fig.savefig(f, dpi=110, format=kind)
+    except OSError as e:  # a folder of that name, no such folder, no permission, a full disk
+        raise SystemExit(f"plot.py: error: cannot write {png} ({e.strerror or e}): name a file in a folder you can "
+                         "write, with --png") from None
     print(f"plot.py: wrote {png}")
     return png
 

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from errors import CramError, hub_offline
+from tokenizer import unicode_text
 
 HUB_NAME, HUB_URL = "nyu-mll/glue", "https://huggingface.co"
 BINARY, NLI2, NLI3 = ("0", "1"), ("entailment", "not_entailment"), ("entailment", "neutral", "contradiction")
@@ -290,6 +291,7 @@ class KeyTwice(dict):
 
     @classmethod
     def check(cls, pairs):  # json.loads' object_pairs_hook
+        pairs = [(k, unicode_text(v) if isinstance(v, str) else v) for k, v in pairs]  # "\ud800": U+FFFD
         keys = [k for k, _ in pairs]
         if len(set(keys)) == len(keys):
             return dict(pairs)

@@ -9,6 +9,7 @@ load_tokenizer picks the one a folder holds: a prepared data set (its meta.json 
 """
 import json
 import os
+import re
 from pathlib import Path
 
 from errors import die, is_file_name
@@ -27,6 +28,7 @@ class Tok:
 
     def encode_raw(self, texts):
         """The library's own batch call, on every core: tiktoken's lists of ids, or tokenizers' Encodings."""
+        texts = [unicode_text(t) for t in texts]
         if self.kind == "gpt2":
             return self.backend.encode_ordinary_batch(texts, num_threads=os.cpu_count() or 1)
         # encode_batch_fast skips the character offsets we never use: the same ids, about 1.5x faster
@@ -66,6 +68,15 @@ def wordpiece(vocab=None):
 INNER = ["##" + c for c in "abcdefghijklmnopqrstuvwxyz0123456789"]
 
 
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def unicode_text(text):
+    """`text` as valid Unicode: a lone surrogate (a JSON "\\ud800", or bytes that were not UTF-8 on a command line)
+    becomes U+FFFD, as a bad byte in a file does, where the tokenizers would refuse the whole batch."""
+    return LONE_SURROGATE.sub("\ufffd", text)
+
+
 def train_wordpiece(docs, vocab_size):
     """The paper's tokenizer: WordPiece trained on our own text, the specials at 0..4. The same text gives the same
     tokenizer on every run: the trainer numbers a word's inner letters ("##e") in the order it meets them in a hash
@@ -75,7 +86,7 @@ def train_wordpiece(docs, vocab_size):
     and dropped by decode)."""
     from tokenizers import trainers
     tok = wordpiece()
-    tok.train_from_iterator(docs, trainers.WordPieceTrainer(vocab_size=vocab_size,
+    tok.train_from_iterator(map(unicode_text, docs), trainers.WordPieceTrainer(vocab_size=vocab_size,
                                                             special_tokens=[*SPECIALS.values(), *INNER]))
     tok = wordpiece(tok.get_vocab())
     tok.add_special_tokens([*SPECIALS.values()])
@@ -98,7 +109,7 @@ def hf_special_names(folder):
     {"content": name, ...})."""
     names = {}
     for name in reversed(HF_TOKENIZER_FILES):  # special_tokens_map.json wins where both name a token
-        spec = json.loads((folder / name).read_text(encoding="utf-8")) if (folder / name).is_file() else {}
+        spec = json.loads((folder / name).read_text(encoding="utf-8-sig")) if (folder / name).is_file() else {}
         names |= {k.removesuffix("_token"): v.get("content") if isinstance(v, dict) else v
                   for k, v in spec.items() if k.endswith("_token") and v}
     return names
@@ -113,8 +124,8 @@ def hf_tokenizer(folder):
     from tokenizers import Tokenizer
     try:
         names = hf_special_names(folder)
-        tok = Tok("wordpiece", Tokenizer.from_file(str(folder / "tokenizer.json")))
-        spec = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
+        text = (folder / "tokenizer.json").read_text(encoding="utf-8-sig")  # -sig: a byte-order mark is fine
+        tok, spec = Tok("wordpiece", Tokenizer.from_str(text)), json.loads(text)
     except Exception as e:  # not JSON, not a tokenizer (tokenizers raises a bare Exception), missing
         die(f"cannot load the tokenizer in {folder} ({type(e).__name__}: {' '.join(str(e).split())[:120]}): "
             "download the model folder again")
@@ -131,7 +142,7 @@ def hf_tokenizer(folder):
 # Which tokenizer a folder holds: meta.json, the card prepare.py writes last for a set, names it.
 def read_meta(data_dir):
     try:  # JSON, with every field that cram.py and finetune_glue.py read, of the type prepare.py writes
-        meta = json.loads((path := Path(data_dir) / "meta.json").read_text(encoding="utf-8"))
+        meta = json.loads((path := Path(data_dir) / "meta.json").read_text(encoding="utf-8-sig"))
         n, ids = meta["num_sequences"], meta["special_ids"]
         if not all(type(v) is int for v in (meta["seq_len"], meta["vocab_size"], ids["mask"], n["train"], n["val"])):
             raise ValueError("a count or an id is not a whole number")
@@ -160,7 +171,8 @@ def load_tokenizer(data_dir, vocab=None):
     else:
         from tokenizers import Tokenizer  # meta.json is written last, so tokenizer.json is there
         try:
-            tok = Tok("wordpiece", Tokenizer.from_file(str(Path(data_dir) / "tokenizer.json")))
+            text = (Path(data_dir) / "tokenizer.json").read_text(encoding="utf-8-sig")  # a byte-order mark is fine
+            tok = Tok("wordpiece", Tokenizer.from_str(text))
         except Exception as e:  # tokenizers raises a bare Exception: missing, not JSON, not a tokenizer
             die(f"cannot load {data_dir}/tokenizer.json ({e}): {fix}, or copy the good one there")
         tok.special = dict(meta["special_ids"])  # 0..4 for our WordPiece; a pre-tokenized set's own (<mask>, ...)

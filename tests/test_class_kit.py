@@ -288,6 +288,21 @@ def test_every_student_s_entry_gets_a_row_and_two_of_one_name_get_a_row_each(tmp
     assert "erin" in capsys.readouterr().out
 
 
+def test_a_stub_or_a_grade_sheet_named_as_a_folder_is_one_line_before_any_work_and_leaves_nothing(tmp_path):
+    """stub --out and grade --out naming an existing folder: refused in one line, no .tmp left beside it (once, a
+    traceback after all the grading)."""
+    (tmp_path / "mine.py").mkdir()
+    (tmp_path / "grades.csv").mkdir()
+    (tmp_path / "subs").mkdir()
+    (tmp_path / "subs" / "alice.py").write_text("x = 1\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match="--out .*mine.py is a folder: name a .py file"):
+        exercises.main(["stub", "masking", "--out", str(tmp_path / "mine.py"), "--overwrite"])
+    with pytest.raises(SystemExit, match="--out .*grades.csv is a folder: name a .csv file"):
+        exercises.main(["grade", str(tmp_path / "subs"), "masking", "--out", str(tmp_path / "grades.csv"),
+                        "--overwrite"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["grades.csv", "mine.py", "subs"]
+
+
 @pytest.mark.slow
 def test_grading_a_class_gives_a_row_per_student_and_an_endless_loop_times_out(tmp_path, capsys, monkeypatch):
     """Three students (right, a slip, an endless loop) and one who wrote nothing: a row each, the loop stopped."""

@@ -312,6 +312,33 @@ def test_with_a_masking_schedule_training_masks_on_it_and_evaluation_at_mask_rat
     assert {k for caller, k in counts if caller == "evaluate"} == {10}  # mask_rate 0.25: runs compare on it
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="a file size limit (RLIMIT_FSIZE) stands in for a full disk")
+def test_a_full_disk_at_a_checkpoint_is_one_line_and_the_old_checkpoint_and_tokenizer_copy_stay_whole(tmp_path):
+    """A resume whose checkpoint write fails (the disk full): one line naming the file, the previous checkpoint and
+    the tokenizer beside it as they were (the copy was once rewritten in place, and cut), no .tmp left behind."""
+    import resource
+    data = write_data(tmp_path / "data")
+    meta = json.loads((data / "meta.json").read_text())
+    (data / "meta.json").write_text(json.dumps({**meta, "tokenizer_file": "tokenizer.json"}))
+    (data / "tokenizer.json").write_text(json.dumps({"pad": "x" * 300_000}))
+    out = tmp_path / "out"
+    run_cram(*TINY_FLAGS, "--data_dir", str(data), "--out_dir", str(out), "--max_steps", "4")
+    whole = lambda: {p.name: p.read_bytes() for p in out.iterdir() if p.suffix in (".pt", ".json")}  # noqa: E731
+    limit = min(len(whole()["ckpt.pt"]), len(whole()["tokenizer.json"])) // 2
+    for fails_at in ("tokenizer.json", "ckpt.pt"):  # the copy made anew (it differs from the data's), then skipped
+        if fails_at == "tokenizer.json":
+            (out / "tokenizer.json").write_bytes((data / "tokenizer.json").read_bytes() + b" ")
+        else:
+            shutil.copyfile(data / "tokenizer.json", out / "tokenizer.json")
+        before = whole()
+        p = run_cram(*TINY_FLAGS, "--data_dir", str(data), "--out_dir", str(out), "--max_steps", "8", "--resume",
+                     check=False, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)))
+        assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr[-2000:]
+        assert re.fullmatch(rf"cram.py: error: \[Errno 27\] File too large: '.*{fails_at}': check the path and the "
+                            "disk", p.stderr.strip().splitlines()[-1]), p.stderr[-500:]
+        assert whole() == before and not [p.name for p in out.iterdir() if ".tmp" in p.name]
+
+
 def test_every_eval_every_gets_its_evaluation_though_3_x_0_1_is_above_0_3_in_floats(tmp_path):
     out = tmp_path / "out"
     cram.main(["--data_dir", str(write_data(tmp_path / "data")), "--out_dir", str(out), "--max_steps", "10",

@@ -398,6 +398,40 @@ def test_classify_refuses_empty_text_a_pair_without_sep_and_overwriting_its_inpu
     assert typo.endswith(f"no folder {tmp / 'modle'}: check the path (finetune_glue.py ... --save_model DIR made it)")
 
 
+def test_a_json_row_with_a_lone_surrogate_is_named_unusable_and_written_back_empty_in_its_place(kept, tmp_path, capsys):
+    """{"sentence1": "\\ud800 ..."} is valid JSON but no Unicode text: read as a byte that is not UTF-8 (U+FFFD), the
+    row is skipped, named, and written back in its place; the output file is valid UTF-8."""
+    tmp, _, _, _ = kept
+    rows_ = [{"sentence1": "the cat \ud800 sat", "sentence2": "a dog"}, {"sentence1": "the cat", "sentence2": "a dog"}]
+    (tmp_path / "odd.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows_), encoding="utf-8")
+    classify.main(["--device", "cpu", str(tmp / "model"), "--input", str(tmp_path / "odd.jsonl")])
+    out = [json.loads(line) for line in (tmp_path / "odd.predicted.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert out[0]["sentence1"] == "the cat \ufffd sat" and out[0]["prediction"] == "" and out[1]["prediction"] != ""
+    assert "skipped 1 unusable row (line 1: not UTF-8 text" in capsys.readouterr().err
+
+
+def test_an_output_path_that_cannot_be_written_is_refused_before_any_work_and_names_the_right_flag(kept, ckpt,
+                                                                                                   tmp_path):
+    """classify's --output a folder or under a file, an input named .cvs (the slip is the input's name, not
+    --output's); finetune_glue's --save_model under a file: one line each, before the model is even trained."""
+    tmp, train, dev, _ = kept
+    (tmp_path / "afile").write_text("x", encoding="utf-8")
+    (tmp_path / "adir.csv").mkdir()
+    model = tmp / "model"
+    assert one_line([model, "--input", dev, "--output", tmp_path / "adir.csv", "--overwrite"], "classify.py").endswith(
+        f"--output {tmp_path / 'adir.csv'} is a folder: name a file")
+    assert one_line([model, "--input", dev, "--output", tmp_path / "afile" / "x.csv"], "classify.py").endswith(
+        f"{tmp_path / 'afile'} is a file, not a folder: name a path in a folder")
+    shutil.copyfile(dev, tmp_path / "dev.cvs")
+    assert one_line([model, "--input", tmp_path / "dev.cvs"], "classify.py").endswith(
+        "must end in .csv, .tsv, .json or .jsonl (check the name)")
+    line = one_line([ckpt, "--train_file", train, "--validation_file", dev, "--save_model", tmp_path / "afile" / "m",
+                     "--out", tmp_path / "out", "--seeds", "1", "--epochs", "1"])
+    assert line.endswith(f"--save_model {tmp_path / 'afile' / 'm'}: {tmp_path / 'afile'} is a file, not a folder: "
+                         "name a path in a folder")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir.csv", "afile", "dev.cvs"]  # no output, no --out
+
+
 def test_classify_never_replaces_an_existing_file_without_overwrite_the_default_name_too(kept, tmp_path, capsys):
     tmp, _, dev, _ = kept
     source = write(tmp_path / "dev.csv", [r for _, r in tasks.read_table(dev)[1]])
@@ -460,6 +494,7 @@ def test_a_saved_classifier_is_replaced_whole_by_a_new_one_never_half(kept, ckpt
                  "--out", str(tmp_path), "--epochs", "1", "--seeds", "1", "--device", "cpu"])
     assert {p.name: p.read_bytes() for p in (tmp / "model").iterdir()} == before
     assert not list(tmp.glob("model.tmp-*"))
+    assert (tmp_path / "glue.md").is_file(), "the run's results are written before its classifier, and kept"
 
 
 def test_a_file_excel_saved_comes_back_as_excel_reads_it(kept, tmp_path, capsys):

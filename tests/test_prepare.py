@@ -77,6 +77,21 @@ def test_every_document_ends_in_sep_and_rows_are_exactly_seq_len(tmp_path):
     assert np.array_equal(train.ravel(), expected[:train.size])  # concatenated in order, no padding
 
 
+def test_a_lone_surrogate_in_a_text_is_read_as_a_bad_byte_is_and_a_json_file_with_a_byte_order_mark_loads(tmp_path):
+    """A JSON "\\ud800" (or bytes that were not UTF-8 on a command line) is U+FFFD to the tokenizers, which refuse it
+    as it is: training, encoding and a set made from it work. meta.json and tokenizer.json saved by an editor that
+    adds a byte-order mark load as they are."""
+    folder = write_txt(tmp_path / "txt", n=5)
+    (folder / "odd.jsonl").write_text('{"text": "the cat \\ud800 sat"}\n', encoding="utf-8")
+    run(tmp_path, folder, *SMALL)
+    tok = prepare.load_tokenizer(tmp_path / "out")
+    assert tok.encode_batch(["the \ud800 cat", "a \udcff b"]) == tok.encode_batch(["the \ufffd cat", "a \ufffd b"])
+    for name in ("meta.json", "tokenizer.json"):
+        path = tmp_path / "out" / name
+        path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    assert prepare.load_tokenizer(tmp_path / "out").encode_batch(["the cat"]) == tok.encode_batch(["the cat"])
+
+
 def test_special_ids_are_pinned_in_tokenizer_json(tmp_path):
     meta, _, _ = run(tmp_path, write_txt(tmp_path / "txt"), *SMALL)
     vocab = json.loads((tmp_path / "out" / "tokenizer.json").read_text())["model"]["vocab"]
@@ -236,6 +251,9 @@ def test_a_damaged_input_file_is_a_one_line_error_and_the_earlier_set_stays(name
     message = str(e.value.code)
     assert len(message.splitlines()) == 1 and all(n in message for n in needles), message
     assert snapshot(out) == before  # byte for byte, the user's own files included, and no staging folder left
+    with pytest.raises(SystemExit):  # into a new --out: the folder the failed run made goes too
+        prepare.main([str(tmp_path / "in"), *SMALL, "--out", str(tmp_path / "new" / "set")])
+    assert not (tmp_path / "new" / "set").exists()
 
 
 def test_a_few_bytes_that_are_not_utf8_in_a_text_file_are_kept_as_text(tmp_path):

@@ -72,6 +72,22 @@ def test_plot_draws_loss_lr_and_batch_of_one_or_several_runs(tmp_path):
     assert not list(tmp_path.rglob("*.tmp.png")), "no temporary picture is left behind"
 
 
+def test_plot_refuses_a_picture_it_cannot_write_in_one_line_and_leaves_no_temporary_file(tmp_path):
+    """--png naming a folder, a folder that is not there, a kind matplotlib does not write: one line each (no
+    traceback), nothing half-written left; .svg is a kind it writes."""
+    pytest.importorskip("matplotlib")
+    a = write_metrics(tmp_path / "a")
+    (tmp_path / "pic.png").mkdir()
+    for png, says in ((tmp_path / "pic.png", "cannot write"), (tmp_path / "no" / "x.png", "cannot write"),
+                      (tmp_path / "x.bmpx", "matplotlib cannot write .bmpx files")):
+        with pytest.raises(SystemExit, match=f"plot.py: error: .*{says}") as e:
+            plot.main([str(a), "--png", str(png)])
+        assert len(str(e.value).splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "pic.png"] and not list(a.glob("*.tmp"))
+    plot.main([str(a), "--png", str(tmp_path / "x.svg")])
+    assert (tmp_path / "x.svg").read_text(encoding="utf-8").lstrip().startswith("<?xml")
+
+
 @pytest.mark.parametrize("x", ["seconds", "tokens", "flops"])
 def test_plot_puts_runs_of_different_sizes_on_one_axis_of_compute(x, tmp_path):
     figure = pytest.importorskip("matplotlib.figure")
@@ -573,6 +589,24 @@ def test_the_gpu_check_writes_its_report_after_every_step_so_a_stopped_check_kee
     rows = [line.split(" | ") for line in report.read_text(encoding="utf-8").splitlines() if line.startswith("| ")]
     assert [(r[0], r[-2], r[-1]) for r in rows[1:]] == [("| first", "0", "5.1 ms |"), ("| second", "0", " |"),
                                                      ("| third", "3", " |")]
+
+
+def test_the_gpu_check_refuses_an_out_it_cannot_write_or_that_holds_an_earlier_report_before_any_step(tmp_path,
+                                                                                                    monkeypatch):
+    """--out a file: one line (once a FileExistsError traceback); an --out whose check had no run/ckpt.pt (--skip)
+    but a report: refused too, so the earlier report stays."""
+    import gpu_check
+    ran = []
+    monkeypatch.setattr(gpu_check, "steps", lambda args, out: [("one", 60, [sys.executable, "-c", "0"], None)])
+    monkeypatch.setattr(gpu_check, "run_step", lambda command, limit: ran.append(command) or ("", 0))
+    (tmp_path / "afile").write_text("x", encoding="utf-8")
+    with pytest.raises(SystemExit, match="gpu_check.py: error: cannot write in --out .*afile"):
+        gpu_check.main(["--out", str(tmp_path / "afile")])
+    assert gpu_check.main(["--out", str(tmp_path / "check")]) == 0 and len(ran) == 1
+    report = (tmp_path / "check" / "report.md").read_text(encoding="utf-8")
+    with pytest.raises(SystemExit, match="holds an earlier check's run"):
+        gpu_check.main(["--out", str(tmp_path / "check")])
+    assert (tmp_path / "check" / "report.md").read_text(encoding="utf-8") == report and len(ran) == 1
 
 
 def gone(pid, seconds=5):
