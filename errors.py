@@ -65,7 +65,8 @@ def check_writable(path, flag):
         probe.write_text("", encoding="utf-8")
         probe.unlink()
     except OSError as e:
-        raise CramError(f"{flag} {path}: cannot write in {folder} ({e.strerror}): name a folder you can write") from None
+        why = f"{flag} {path}: cannot write in {folder} ({e.strerror})"
+        raise CramError(f"{why}: name a folder you can write") from None
 
 
 def is_file_name(name):
