@@ -30,13 +30,13 @@ def hub_offline():
 
 
 @contextlib.contextmanager
-def written_whole(path, mode="wb", **how):
+def written_whole(path, mode="wb", encoding=None, newline=None):
     """`with written_whole(path) as f:` writes path's twin path.tmp, then renames it over path: a full disk, a crash
     or Ctrl-C leave the old file as it was, and a failed write takes its twin away. torch.save's RuntimeError over a
     failed write (a full disk) is raised as the OSError under it, which the scripts print in one line."""
     tmp = f"{path}.tmp"
     try:
-        with open(tmp, mode, **how) as f:
+        with open(tmp, mode, encoding=encoding, newline=newline) as f:
             yield f
             f.flush()
             os.fsync(f.fileno())
