@@ -85,12 +85,20 @@ def run_config(run_dir, line="config"):
         return {}
 
 
+# A range grows with the draws that span it: n seeds' spread (max - min) times FIVE_SEEDS[n] is what five would
+# spread, on average (for normal draws the expected range is d2(n) standard deviations: d2(5) / d2(n)). Two seeds
+# see about half of five's spread, so the noise they measure is doubled, not taken as it is (a trial, 2026-11-28).
+FIVE_SEEDS = {n: 2.326 / d2 for n, d2 in zip(range(2, 11), (1.128, 1.693, 2.059, 2.326, 2.534, 2.704, 2.847, 2.970,
+                                                              3.078))}
+
+
 def side_by_side(runs):
     """Runs side by side in numbers: each one's steps, tokens, final validation loss and nats under its unigram
     baseline, and its difference from the first (from the mean of the first's seeds where it has several, so the
-    folders' order does not decide). Runs that differ only in --seed are one run's seeds: the widest range of their
-    nats under unigram is the noise, and a difference inside it is within the noise (too small to tell from another
-    seed); a run with seeds of its own is judged by their mean. A rerun of the same seed is not another seed, nor is
+    folders' order does not decide). Runs that differ only in --seed are one run's seeds: the range of their nats
+    under unigram, as five seeds would spread (FIVE_SEEDS), widest of the runs here, is the noise, and a difference
+    inside it is within the noise (too small to tell from another seed); a run with seeds of its own is judged by
+    their mean. A rerun of the same seed is not another seed, nor is
     a run of other code (the log's "code": its .py files' hash); runs whose validation differs (--mask_rate,
     --eval_seqs) get no verdict and are said not to compare."""
     rows, groups, valid, keys, seeds_run, codes = [], {}, [], [], [], []
@@ -119,13 +127,14 @@ def side_by_side(runs):
     group = {i: j for j, seeds in enumerate(sets) for i, _ in seeds}  # row -> its set of seeds
     mean = [sum(u for _, u in seeds) / len(seeds) for seeds in sets]
     spread = [max(u for _, u in seeds) - min(u for _, u in seeds) for seeds in sets]
-    noise = max(spread, default=None)
-    widest = [rows[i][0] for i, _ in sets[spread.index(noise)]] if sets else []  # the seeds that measured the noise
+    as_five = [r * FIVE_SEEDS[min(len(seeds), 10)] for r, seeds in zip(spread, sets)]
+    noise = max(as_five, default=None)
+    widest = [rows[i][0] for i, _ in sets[as_five.index(noise)]] if sets else []  # the seeds that measured the noise
     first = group.get(0)  # the first run's seeds, if it has some: then their mean is what every run is held against
     reference = mean[first] if first is not None else rows[0][4]
 
     def judged(gap):
-        few = "; few seeds see less of the noise than many: add seeds to be sure" * (len(widest) < 5)
+        few = f"; from {len(widest)} seeds: add seeds to be sure" * (len(widest) < 5)
         return "(within the noise)" if abs(gap) <= noise else f"(beyond the noise, {noise:.3f}{few})"
 
     def verdict(i, gap):  # what run i's difference from the first says
@@ -148,12 +157,12 @@ def side_by_side(runs):
         print(f"{name:<{width}} {step:>7,} {tokens or 0:>12,} {last if last is not None else float('nan'):>9.4f} "
               f"{under if under is not None else float('nan'):>+14.3f}  {diff}")
     for j, seeds in enumerate(sets):  # the mean and spread are what a row of docs/records.md gives
-        few = " (few seeds see less of the noise than many: five of tiny's 1,000 steps spread 0.073, the README)"
         print(f"seeds: {', '.join(rows[i][0] for i, _ in seeds)} differ only in --seed: mean {mean[j]:+.3f}, spread "
-              f"{spread[j]:.3f} nats under unigram" + few * (len(seeds) < 5))
+              f"{spread[j]:.3f} nats under unigram" + f" ({as_five[j]:.3f} as five seeds would spread)" *
+              (len(seeds) != 5))
     if noise is not None:
-        print(f"the noise: {noise:.3f} nats, the spread of {', '.join(widest)}, the widest spread of one run's seeds "
-              "here; a gap within it is within the noise, as another seed alone could make it")
+        print(f"the noise: {noise:.3f} nats, the spread five seeds of {', '.join(widest)} would show, the widest of "
+              "one run's seeds here; a gap within it is within the noise, as another seed alone could make it")
     whose = "the first" if first is None else "the first's"  # the first run, or the mean of its seeds
     for j, seeds in enumerate(sets):  # seeds against the first: by their mean, whatever the order of the folders
         if j != first and reference is not None and valid[seeds[0][0]] == valid[0]:
@@ -172,7 +181,7 @@ def side_by_side(runs):
               "(mask_tokens, the model), the validation loss measures something else")
     if len(rows) > 1 and noise is None:
         print("no two runs here differ only in --seed, so the noise is unknown: the tiny preset's spread over 5 seeds "
-              "is in the README (tweak and rerun)")
+              "of 1,000 steps is in the README (tweak and rerun)")
     return noise
 
 
