@@ -615,9 +615,13 @@ def markdown(reports, trivial, titles, seeds, recipe, notes):
         spread = [r["results"][c]["interval"][r["results"][c]["main"]] for c in cols]
         avg_iv = spread[0] if len(cols) == 1 else interval(np.mean([r["draws"][c] for c in cols], axis=0))
         rows[name] = [cell(r["table"][c], iv) for c, iv in zip(cols, spread)] + [cell(average(r["table"]), avg_iv)]
+    below, first = [], next(iter(reports.values()))["results"]  # below: pretrained under random init, past the noise
     if len(reports) == 2:
+        diffs = difference(*reports.values())
         rows["difference"] = [cell(d["value"], d["interval"], "+.1f") + " within the noise" * d["within_noise"]
-                              for d in difference(*reports.values()).values()]
+                              for d in diffs.values()]
+        below = [titles[c] for c, d in diffs.items() if c in titles and d["interval"][1] < 0
+                 and first[c]["main"] != "rmse"]
     no_model = [f"{trivial[c]:.1f}" for c in cols] + [f"{average(trivial):.1f}"]  # no interval: no model to score
     rows["no model (majority class / training mean)"] = no_model
     lines = [f"| model | {' | '.join(titles[c] for c in cols)} | avg |", "|---|" + "---:|" * (len(cols) + 1)]
@@ -626,8 +630,10 @@ def markdown(reports, trivial, titles, seeds, recipe, notes):
     avg = ("of all 9 numbers, as in the paper." if cols == glue else f"over the {count(len(cols), 'number')} of the "
            "tasks run" + (": a subset, not comparable with the paper's 9-number average." if set(cols) <= set(glue)
                           else "."))
-    first = next(iter(reports.values()))["results"]
     small = [f"{titles[c]}: {first[c]['one_row']}." for c in cols if first[c]["one_row"]]  # a small dev set
+    small += [f"{', '.join(below)}: the pretrained model below its random init, past the noise: pretraining has not "
+              "helped here yet (a short pretraining, or too few fine-tuning steps: more --epochs; docs/glue.md)."
+              ] if below else []
     for name, r in reports.items():  # as printed, to one decimal; rmse: lower is better
         small += [f"{name}, {titles[c]}: {r['table'][c]:.1f}, below no model's {trivial[c]:.1f}: worse than one answer "
                   "for every row." for c in cols if first[c]["main"] != "rmse"

@@ -820,6 +820,12 @@ def test_a_score_below_no_model_is_said_plainly_under_the_table():
                         titles, 3, "tiny", [])
     assert "ckpt.pt, dev acc: 20.0, below no model's 50.0: worse than one answer for every row." in md
     assert "random init, dev acc" not in md  # equal to no model is not below it
+    assert "dev acc: the pretrained model below its random init, past the noise: pretraining has not helped" in md
+    close = reported({"dev": 49.0})
+    close["draws"]["dev"] = np.linspace(44.0, 54.0, 10)  # the difference's interval holds 0: nothing said
+    md = tasks.markdown({"ckpt.pt": close, "random init": reported({"dev": 50.0})}, {"dev": 50.0}, titles, 3, "tiny",
+                        [])  # (a learner's trial, 11-28: -9.1 [-12.6, -5.3], and nothing said why)
+    assert "below its random init" not in md
     task = tasks.Task("mine", ("text", None, "label"), ("bad", "good"), ("acc",), "train.csv", {})
     few = tasks.Split(a=["x"] * 40, b=None, labels=np.array([0, 1] * 20), rows=[])
     assert "40 train rows (few: with under 100" in tasks.describe(task, few)
