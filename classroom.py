@@ -345,14 +345,16 @@ def check_file(command, names, timeout):
     return {n: results[n] for n in names}
 
 
-def submissions(folder):
+def submissions(folder, sheet=None):
     """[(student, their file)]: each .py file in `folder` (the student: its name), each folder (its cram.py) and
     each other file (its whole name: grade refuses it in its row, so no student is left off the sheet); hidden
-    entries and __pycache__ are skipped."""
+    entries, __pycache__, Windows' own files and the grade sheet itself (`sheet`, and its twin) are skipped."""
     if not folder.is_dir():
         raise SystemExit(f"exercises.py: error: no folder {folder}: grade needs a folder of students' files (one .py "
                          "file, or one folder with its cram.py, per student)")
-    entries = [p for p in sorted(folder.iterdir()) if not p.name.startswith((".", "__"))]
+    ours = {sheet.name, sheet.name + ".tmp"} if sheet and sheet.resolve().parent == folder.resolve() else set()
+    entries = [p for p in sorted(folder.iterdir()) if not p.name.startswith((".", "__"))
+               and p.name.lower() not in ("thumbs.db", "desktop.ini") and p.name not in ours]
     names = [p.stem if p.is_file() and p.suffix.lower() == ".py" else p.name for p in entries]  # hank.PY too
     found = [(name if names.count(name) == 1 else p.name + "/" * p.is_dir(), p / "cram.py" if p.is_dir() else p)
              for name, p in zip(names, entries)]  # judy.py and judy/: two rows, each named by its entry
@@ -380,10 +382,14 @@ def grade(folder, names, points, out, overwrite, graded):
     if out.is_dir():
         raise SystemExit(f"exercises.py: error: --out {out} is a folder: name a .csv file")
     rows, possible = [], sum(points[n] for n in names)
-    for student, path in submissions(folder):
-        why = None if path.is_file() and path.suffix.lower() == ".py" else f"no cram.py in {path.parent}" \
-            if path.name == "cram.py" else f"{path.name} is not a .py file: hand in the cram.py you wrote, as a .py"
-        result = {"refused": why, "exercises": [], "points": 0} if why else graded(path)
+    for student, path in submissions(folder, out):
+        if path.is_file() and path.suffix.lower() == ".py":
+            result = graded(path)
+        elif path.name == "cram.py":  # a student's folder without it
+            result = {"refused": f"no cram.py in {path.parent}", "exercises": [], "points": 0}
+        else:
+            result = {"refused": f"{path.name} is not a .py file: hand in the cram.py you wrote, as a .py",
+                      "exercises": [], "points": 0}
         failed = [r for r in result["exercises"] if not r["pass"]]
         message = result.get("refused") or " | ".join(f"{r['name']}: {r['message']}" for r in failed)
         earned = {r["name"]: r["points"] for r in result["exercises"]}

@@ -153,7 +153,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     out = Path(args.out).resolve()
     plan = steps(args, out)  # a bad --skip is refused here, before any folder is made
-    if (out / "run" / "ckpt.pt").exists() or (out / "report.md").exists():
+    if (out / "run" / "ckpt.pt").exists() or (out / "report.md").is_file() and (out / "report.md").stat().st_size:
         sys.exit(f"gpu_check.py: error: {out} holds an earlier check's run: pass another --out, or delete it")
     try:
         out.mkdir(parents=True, exist_ok=True)

@@ -271,7 +271,7 @@ def build(args):
     """Pass 1 (the tokenizer), pass 2 (pack the rows), the sort, meta.json: a new set in a staging folder, which
     replaces --out's set only when it is complete (settle)."""
     out, T, t0 = Path(args.out), args.seq_len, time.time()
-    made = not out.exists()  # a run that fails takes away the folder it made
+    made = [d for d in [out, *out.parents] if not d.exists()]  # a run that fails takes away the folders it made
     settle(out)  # what runs killed with -9 left
     stage = out / f"prepare-tmp-{os.getpid()}"  # the new set is built here, beside the old one
     try:
@@ -317,8 +317,8 @@ def build(args):
         die(f"{e}: check --out and the disk" if str(e) else "interrupted: --out holds no half-written set")
     finally:
         settle(out)  # a complete set replaces out's; anything else is deleted
-        if made and out.is_dir() and not any(out.iterdir()):
-            out.rmdir()
+        for folder in (d for d in made if d.is_dir() and not any(d.iterdir())):  # the deepest first
+            folder.rmdir()
     if pretok:
         return print(f"done in {time.time() - t0:.1f} s: {out} | rows {st['seqs']} of {args.source}, as stored")
     print(f"done in {time.time() - t0:.1f} s: {out} | {n_docs} pieces (a longer document is cut at {PIECE_CHARS:,} "

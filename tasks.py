@@ -284,6 +284,12 @@ def csv_records(path, text, kind):
     return records, last
 
 
+def valid(value):
+    """A JSON value with every string in it as valid Unicode (tokenizer.unicode_text), lists walked."""
+    return unicode_text(value) if isinstance(value, str) else [valid(v) for v in value] if isinstance(value, list) \
+        else value
+
+
 class KeyTwice(dict):
     """A JSON object that names a key twice ({"text": "a", "text": "b"}), which json would read as its last value: a
     row that names a column the task reads twice is skipped and named instead (unusable), as a CSV header naming a
@@ -291,7 +297,7 @@ class KeyTwice(dict):
 
     @classmethod
     def check(cls, pairs):  # json.loads' object_pairs_hook
-        pairs = [(k, unicode_text(v) if isinstance(v, str) else v) for k, v in pairs]  # "\ud800": U+FFFD
+        pairs = [(unicode_text(k), valid(v)) for k, v in pairs]  # "\ud800": U+FFFD (objects inside: done already)
         keys = [k for k, _ in pairs]
         if len(set(keys)) == len(keys):
             return dict(pairs)

@@ -275,8 +275,10 @@ def test_every_student_s_entry_gets_a_row_and_two_of_one_name_get_a_row_each(tmp
     assert found == [("alice", "alice.py"), ("frank.txt", "frank.txt"), ("hank", "hank.PY"),
                      ("ivan.py.txt", "ivan.py.txt"), ("judy/", "judy/cram.py"), ("judy.py", "judy.py")]
     (tmp_path / "erin.py").write_text("", encoding="utf-8")
+    for junk in ("Thumbs.db", "desktop.ini", "grades.csv"):  # Windows' own files; the sheet, graded again into here
+        (tmp_path / junk).write_text("x", encoding="utf-8")
     out = tmp_path / "grades.csv"
-    assert classroom.grade(tmp_path, ["masking"], {"masking": 5}, out, False, lambda path: exercises.graded(
+    assert classroom.grade(tmp_path, ["masking"], {"masking": 5}, out, True, lambda path: exercises.graded(
         path, ["masking"], 10)) == 0
     with open(out, encoding="utf-8", newline="") as f:
         rows = {row[0]: row[1:] for row in csv.reader(f)}
@@ -285,6 +287,7 @@ def test_every_student_s_entry_gets_a_row_and_two_of_one_name_get_a_row_each(tmp
     assert rows["alice"][2].endswith("alice.py defines none of mask_tokens: it is not a copy of cram.py with the "
                                      "exercises written in")
     assert rows["judy/"][2] == f"no cram.py in {tmp_path / 'judy'}"
+    assert not {"Thumbs.db", "desktop.ini", "grades.csv"} & set(rows)
     assert "erin" in capsys.readouterr().out
 
 

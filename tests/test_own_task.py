@@ -402,7 +402,8 @@ def test_a_json_row_with_a_lone_surrogate_is_named_unusable_and_written_back_emp
     """{"sentence1": "\\ud800 ..."} is valid JSON but no Unicode text: read as a byte that is not UTF-8 (U+FFFD), the
     row is skipped, named, and written back in its place; the output file is valid UTF-8."""
     tmp, _, _, _ = kept
-    rows_ = [{"sentence1": "the cat \ud800 sat", "sentence2": "a dog"}, {"sentence1": "the cat", "sentence2": "a dog"}]
+    rows_ = [{"sentence1": "the cat \ud800 sat", "sentence2": "a dog", "no\udc00te": ["x\ud800"]},
+             {"sentence1": "the cat", "sentence2": "a dog"}]  # in a key, in a list: written back too
     (tmp_path / "odd.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows_), encoding="utf-8")
     classify.main(["--device", "cpu", str(tmp / "model"), "--input", str(tmp_path / "odd.jsonl")])
     out = [json.loads(line) for line in (tmp_path / "odd.predicted.jsonl").read_text(encoding="utf-8").splitlines()]

@@ -253,7 +253,7 @@ def test_a_damaged_input_file_is_a_one_line_error_and_the_earlier_set_stays(name
     assert snapshot(out) == before  # byte for byte, the user's own files included, and no staging folder left
     with pytest.raises(SystemExit):  # into a new --out: the folder the failed run made goes too
         prepare.main([str(tmp_path / "in"), *SMALL, "--out", str(tmp_path / "new" / "set")])
-    assert not (tmp_path / "new" / "set").exists()
+    assert not (tmp_path / "new").exists()  # nor the folder above it, which it made too
 
 
 def test_a_few_bytes_that_are_not_utf8_in_a_text_file_are_kept_as_text(tmp_path):

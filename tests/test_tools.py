@@ -86,6 +86,8 @@ def test_plot_refuses_a_picture_it_cannot_write_in_one_line_and_leaves_no_tempor
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "pic.png"] and not list(a.glob("*.tmp"))
     plot.main([str(a), "--png", str(tmp_path / "x.svg")])
     assert (tmp_path / "x.svg").read_text(encoding="utf-8").lstrip().startswith("<?xml")
+    plot.main([str(a), "--png", str(tmp_path / "compare")])  # no suffix: a PNG, as before
+    assert (tmp_path / "compare").read_bytes()[:4] == b"\x89PNG"
 
 
 @pytest.mark.parametrize("x", ["seconds", "tokens", "flops"])
@@ -130,7 +132,7 @@ def test_plot_tells_another_seed_from_a_rerun_and_from_a_run_of_edited_code(tmp_
     lines = capsys.readouterr().out.splitlines()
     assert lines[2].endswith("(another seed of the first: the noise itself)")
     assert lines[3].endswith("(a rerun of the first: the same flags, seed and code)")
-    assert lines[4].endswith("-0.095 (beyond the noise, 0.021; from 2 seeds: add seeds to be sure)")  # other code:
+    assert lines[4].endswith("-0.095 (beyond the noise, 0.021; measured on 2 seeds: more measure it better)")  # other code:
     # a tweak, judged by the noise (two seeds' spread 0.010, as five would spread), against base's mean
     assert "seeds: base, base1 differ only in --seed" in lines[5]
     assert lines[6] == ("the noise: 0.021 nats, the spread five seeds of base, base1 would show, the widest of one "
@@ -165,7 +167,7 @@ def test_plot_prints_runs_side_by_side_and_calls_a_difference_inside_the_seeds_s
     assert lines[1].split()[:5] == ["seed0", "20", "81,920", "6.2000", "+1.900"]
     assert lines[0].endswith("vs the first's seeds' mean")  # 1.930
     assert lines[2].endswith("+0.030 (another seed of the first: the noise itself)")
-    assert lines[3].endswith("+0.170 (beyond the noise, 0.124; from 2 seeds: add seeds to be sure)")
+    assert lines[3].endswith("+0.170 (beyond the noise, 0.124; measured on 2 seeds: more measure it better)")
     assert lines[4].endswith("+0.010 (within the noise)")
     assert lines[5] == ("seeds: seed0, seed1 differ only in --seed: mean +1.930, spread 0.060 nats under unigram "
                         "(0.124 as five seeds would spread)")
@@ -186,7 +188,7 @@ def test_plot_judges_seeds_against_seeds_by_their_means_whatever_the_order_of_th
     far = [with_log(tmp_path / f"far{s}", u, seed=s, lr=5e-3) for s, u in ((0, 0.90), (1, 0.92))]
     plot.side_by_side([(r, *plot.read_metrics(r)) for r in base + far])
     assert capsys.readouterr().out.splitlines()[-1].startswith("means: far0, far1 against the first's: -0.187 nats "
-                                                               "under unigram (beyond the noise, 0.148; from 2 seeds")
+                                                               "under unigram (beyond the noise, 0.148; measured on 2 seeds")
     one = with_log(tmp_path / "one", 1.140, seed=0, lr=2e-2)  # a tweak of one seed: held against base's mean
     for order in (base + [one], base[::-1] + [one]):  # the README's plot.py runs/base runs/base1 runs/tweak
         plot.side_by_side([(r, *plot.read_metrics(r)) for r in order])
@@ -240,7 +242,7 @@ def test_plot_keeps_runs_apart_whose_folders_share_a_name_and_names_them_by_thei
     out = capsys.readouterr().out
     starts = [line.split(" ")[0] for line in out.splitlines()]
     assert starts.count("seeds:") == 3 and starts.count("means:") == 2, out
-    assert "means: t0, t1 against the first's: +0.485 nats under unigram (beyond the noise, 0.103; from 2" in out
+    assert "means: t0, t1 against the first's: +0.485 nats under unigram (beyond the noise, 0.103; measured on 2" in out
     assert f"means: {os.path.join('z', 's0')}, {os.path.join('z', 's1')} against the first's: +0.785" in out
     assert starts[1:3] == [os.path.join("x", "s0"), os.path.join("x", "s1")]
 
@@ -615,6 +617,10 @@ def test_the_gpu_check_refuses_an_out_it_cannot_write_or_that_holds_an_earlier_r
     (tmp_path / "afile").write_text("x", encoding="utf-8")
     with pytest.raises(SystemExit, match="gpu_check.py: error: cannot write in --out .*afile"):
         gpu_check.main(["--out", str(tmp_path / "afile")])
+    monkeypatch.setattr(gpu_check, "run_step", lambda command, limit: (_ for _ in ()).throw(KeyboardInterrupt))
+    with pytest.raises((KeyboardInterrupt, SystemExit)):  # stopped in its first step: no report yet, so a rerun runs
+        gpu_check.main(["--out", str(tmp_path / "check")])
+    monkeypatch.setattr(gpu_check, "run_step", lambda command, limit: ran.append(command) or ("", 0))
     assert gpu_check.main(["--out", str(tmp_path / "check")]) == 0 and len(ran) == 1
     report = (tmp_path / "check" / "report.md").read_text(encoding="utf-8")
     with pytest.raises(SystemExit, match="holds an earlier check's run"):
