@@ -1049,11 +1049,12 @@ def graded(path, names, timeout):
 # A class: the student copy and the teacher's bundle (classroom.py writes them).
 
 def class_exercises():
-    """What `all` and `grade` mean here: a student copy's exercises, a bundle's (class.json), or every one."""
+    """What `all` and `grade` mean here: a student copy's exercises, a bundle's (class.json), or every one, in the
+    order CLASS.md gives (in_order: each after those its check runs)."""
     made = HERE / "class.json"
     if STUDENT_COPY or not made.is_file():
-        return list(STUDENT_COPY or EXERCISES)
-    return [n for n in json.loads(made.read_text(encoding="utf-8"))["exercises"] if n in EXERCISES]
+        return in_order(list(STUDENT_COPY or EXERCISES))
+    return in_order([n for n in json.loads(made.read_text(encoding="utf-8"))["exercises"] if n in EXERCISES])
 
 
 def answer_lines(source, names):

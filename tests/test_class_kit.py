@@ -291,6 +291,15 @@ def test_every_student_s_entry_gets_a_row_and_two_of_one_name_get_a_row_each(tmp
     assert "erin" in capsys.readouterr().out
 
 
+def test_check_all_and_the_grade_sheet_go_in_class_md_s_order_each_exercise_after_those_its_check_runs():
+    """A teacher's trial, 11-28: CLASS.md said glu, attention, prenorm, ... while `check all` and the grade sheet's
+    columns went glu, sparse_head, prenorm, attention."""
+    order = exercises.class_exercises()
+    assert sorted(order) == sorted(ALL) and order == exercises.in_order(ALL)
+    assert all(order.index(d) < order.index(n) for n in order for d in exercises.EXERCISES[n].needs if d in order)
+    assert order.index("attention") < order.index("prenorm") < order.index("sparse_head")
+
+
 def test_a_stub_or_a_grade_sheet_named_as_a_folder_is_one_line_before_any_work_and_leaves_nothing(tmp_path):
     """stub --out and grade --out naming an existing folder: refused in one line, no .tmp left beside it (once, a
     traceback after all the grading)."""
