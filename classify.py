@@ -28,7 +28,6 @@ import torch
 from classifier import decide, encode, load_classifier, predict  # the fine-tuned model, and the kept folder
 from cram import CramError, pick_device
 from errors import check_writable, written_whole
-from tokenizer import unicode_text
 from hardware import safe_console
 from tasks import INTERVAL_WORDS, NUMBER, Split, Task, compute_metrics, excel_style, intervals, one_row, read_split
 from tasks import FORMATS, count, match, read_table, row_name
@@ -204,7 +203,6 @@ def main(argv=None):
         labeller = lambda split: classify(model, tok, info, split, run, device)  # noqa: E731
         if args.input:
             return label_file(args.input, output, task, info, labeller)
-        args.texts = [unicode_text(t) for t in args.texts]  # bytes that were not UTF-8 on the command line: U+FFFD
         shown, probs, _ = labeller(texts_split(args.texts, pair))
         for text, label, q in zip(args.texts, shown, probs):
             print(f"{label}\t{q:.3f}\t{text}" if labels else f"{label:.4f}\t{text}")

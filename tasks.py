@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from errors import CramError, hub_offline
+from errors import CramError, hub_offline, written_whole
 from tokenizer import unicode_text
 
 HUB_NAME, HUB_URL = "nyu-mll/glue", "https://huggingface.co"
@@ -704,11 +704,7 @@ def publish(out_dir, this, args, data, report, outputs, info, paced, total_s, fi
     if final:
         files = {**outputs, **files, "glue.md": md, "glue.json": files[f"{this}.json"]}
     for name, text in files.items():
-        tmp = out_dir / f"{name}.tmp"
-        tmp.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            tmp.write_text(text, encoding="utf-8")
-            os.replace(tmp, out_dir / name)
-        finally:  # a Ctrl-C between the two: no .tmp left behind
-            tmp.unlink(missing_ok=True)
+        (out_dir / name).parent.mkdir(parents=True, exist_ok=True)
+        with written_whole(out_dir / name, "w", encoding="utf-8") as f:  # a .tmp, renamed; a Ctrl-C leaves none
+            f.write(text)
     return md
