@@ -2,9 +2,14 @@
 might raise MFU, each variant in a process (and a compile) of its own, timed beside the unchanged base the same way.
 A variant becomes the project's code only once a GPU has measured that it pays (docs/notes.md).
 
-    python .ci/mfu_probe.py VARIANT [bench.py's flags]    # VARIANT: base, qkv3 or tuned
+    python .ci/mfu_probe.py VARIANT [bench.py's flags]    # VARIANT: base, autotune, qkv3 or tuned
 
 - base: cram.py as it is.
+- autotune: inductor's max-autotune for the matmuls (as `torch.compile(mode="max-autotune-no-cudagraphs")`): each
+  GEMM shape timed among cuBLAS and Triton's templates, and a Triton GEMM can take the pointwise work after it into
+  its own kernel (the GLU's `gelu(gate) * x` after the gate's matmul, the residual add after `out` and `down`):
+  fewer passes over memory, the kernels outside the matmuls being ~25% of the step (notes, 2026-11-26). A compile of
+  minutes. The same function, to the rounding of another GEMM's order of sums.
 - qkv3: q, k and v from three matmuls (the GLU's up-projection split in two paid +7%, notes 2026-11-26): each is a
   view of its own (B, T, C) output, so the backward needs no copy of their three gradients into one (B, T, 3C)
   tensor (`add_clone_permute_select_backward`: 3.1% of the step on an H100, 2026-11-27). The same function.
@@ -33,8 +38,13 @@ def tune():
     inductor.coordinate_descent_tuning = True
 
 
+def autotune():
+    import torch._inductor.config as inductor
+    inductor.max_autotune = True  # a key torch does not know raises here, on the CPU too (the test runs each variant)
+
+
 VARIANTS = {"base": lambda: None, "qkv3": lambda: setattr(cram.Attention, "forward", qkv_as_three_matmuls),
-            "tuned": tune}
+            "tuned": tune, "autotune": autotune}
 
 if __name__ == "__main__":
     if len(sys.argv) < 2 or sys.argv[1] not in VARIANTS:
