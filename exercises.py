@@ -81,7 +81,8 @@ one draw per slot) and 10% keep their token: round(0.8 k) and round(0.1 k) slots
 gets which must not depend on where it is in the sequence. Return (inputs (B, T), positions (B, k),
 targets (B, k) = the original tokens at the positions), the [MASK] slots first in `positions`, then the random ones,
 then the kept ones (the notebook reads them in that order). Leave the caller's `ids` as they were (work on a copy),
-and use only `generator` for randomness, so the same seed gives the same masks.""", points=6),
+and use only `generator` for randomness, so the same seed gives the same masks. Make every new tensor on the
+device of ids (device=ids.device): training runs on a GPU too.""", points=6),
     "lr_schedule": Exercise(
         "The time-based learning-rate schedule: one cycle over the budget fraction t", "Cramming 4.3", 10,
         ("lr_at",), """\
@@ -208,6 +209,24 @@ def tensor(value, what, shape=None, fn=None):
     return value
 
 
+def on_another_device(run, what):
+    """run() on torch's meta device (shapes, no values), standing in for a GPU: a tensor the student's code makes on
+    the CPU meets the input's device and fails, as it would on a GPU. What that device cannot do (.item(), shapes
+    that depend on values) gives no verdict."""
+    fix = ("make new tensors on the input's device (device=ids.device, x.device) and fixed ones a buffer "
+           "(register_buffer), which moves with the module")
+    try:
+        out = run()
+    except (RuntimeError, NotImplementedError) as e:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        expect(not ("device" in first and "cpu" in first), f"{what} on a GPU fails: a tensor of yours stays on the "
+               f"CPU ({first[:90]}): {fix}")
+        return
+    out = out if isinstance(out, (tuple, list)) else [out]
+    expect(all(t.device.type == "meta" for t in out if isinstance(t, torch.Tensor)),
+           f"{what} on a GPU returns a tensor on the CPU: {fix}")
+
+
 def small_cfg(cram, **kw):
     return cram.Config(**{**dict(n_layer=2, n_embd=32, n_head=4, ffn_hidden=64), **kw})
 
@@ -301,6 +320,18 @@ def check_masking(cram):
            " (the positions' scores?)")
     expect(distinct > 0.8 * n, f"the random slots repeat their tokens ({distinct} different in {n} slots of a "
                                f"{V}-token vocabulary): draw one per slot, " + fresh)
+    # the random tokens know nothing of which positions were picked: each one's correlation with "position j is
+    # among the row's k" over 4,096 rows is ~N(0, 1/64) for a fresh draw (the largest of 3 x 128: ~0.06)
+    rows = torch.randint(5, 50, (4096, T), generator=torch.Generator().manual_seed(8))
+    rows_in, rows_at, _ = cram.mask_tokens(rows, mask_id, V, 0.25, torch.Generator().manual_seed(9))
+    n_mask, n_rand = round(0.8 * k), round(0.1 * k)
+    random_slots = rows_in.gather(1, rows_at[:, n_mask:n_mask + n_rand]).double()  # (rows, 3)
+    picked = torch.zeros(rows.shape, dtype=torch.double).scatter(1, rows_at, 1.0)  # (rows, T)
+    z = lambda a: (a - a.mean(0)) / (a.std(0) + 1e-12)                              # noqa: E731
+    corr = (z(random_slots).T @ z(picked) / (len(rows) - 1)).abs().nan_to_num()    # (3, T)
+    expect(corr.max() < 0.2, f"the random tokens depend on which positions were picked (a correlation of "
+           f"{corr.max():.2f} with position {corr.max(0).values.argmax().item()} being picked): " + fresh +
+           " (the positions' scores?)")
     # a vocabulary of 8 and rows of one token (5): every other id in a slot was drawn; all of 0..7 must be, the last too
     inputs_small, positions_small, _ = cram.mask_tokens(torch.full((B, T), 5), 2, 8, 0.25,
                                                         torch.Generator().manual_seed(6))
@@ -335,14 +366,16 @@ def check_masking(cram):
            f"every position must be picked about equally often ({expected:.0f} times here), the first and the last "
            f"([CLS], [SEP]) too: position {low} was picked {counts[low]:.0f} times, position {high} "
            f"{counts[high]:.0f} times")
+    on_another_device(lambda: cram.mask_tokens(ids.to("meta"), mask_id, V, 0.25, torch.Generator()), "mask_tokens")
 
 
 def check_lr_schedule(cram):
     for peak_text in ("1e-3", "0.5"):
         peak = float(peak_text)
+        every = [(i / 100, min(0.25 + i / 100, 4 * (1 - i / 100)), "at every hundredth of t") for i in range(101)]
         for t, factor, part in [(0.0, 0.25, "the start"), (0.25, 0.5, "the rise"), (0.5, 0.75, "the rise"),
                                 (0.75, 1.0, "the peak"), (0.8, 0.8, "the decay"), (0.9, 0.4, "the decay"),
-                                (1.0, 0.0, "the end"), (1.1, 0.0, "past the end: never below 0")]:
+                                (1.0, 0.0, "the end"), (1.1, 0.0, "past the end: it stays 0"), *every]:
             got = cram.lr_at(t, peak)  # a float: the loop logs it as JSON, which holds no tensor (a trial, 11-27)
             expect(isinstance(got, (int, float)) and not isinstance(got, bool), "lr_at must return a Python number "
                    f"(a tensor or a NumPy float32: float(...) it); it returned {kind(got, cram.lr_at)}")
@@ -368,15 +401,18 @@ def check_batch_ramp(cram):
                             f"got {got}")
     mid = size(0.3)
     expect(abs(mid - (32 + 2048) / 2) <= 32, f"halfway (t=0.3) the batch should be about 1040, got {mid}")
-    sizes = [size(i / 100) for i in range(101)]
-    expect(all(s % 32 == 0 for s in sizes), "every batch size must be a whole number of micro-batches (32)")
-    for i, got in enumerate(sizes):  # the nearest whole number of micro-batches (a tie may go either way)
-        units = (32 + min(i / 100 / 0.6, 1.0) * (2048 - 32)) / 32
-        nearest = {math.floor(units), math.ceil(units)} if abs(units % 1 - 0.5) < 1e-9 else {round(units)}
-        expect(got // 32 in nearest, f"batch_size_at({i / 100}, unit=32, target=2048, ramp_until=0.6) should be "
-               f"{32 * min(nearest)}: {units:.2f} micro-batches, rounded to the nearest; got {got}"
-               + (": int() rounds down, use round()" if got // 32 == math.floor(units) else ""))
-    expect(all(a <= b for a, b in zip(sizes, sizes[1:])), "the batch size must never shrink as t grows")
+    for unit, target, until in ((32, 2048, 0.6), (16, 512, 0.3)):  # the arguments, not the paper's numbers
+        sizes = [size(i / 100, unit, target, until) for i in range(101)]
+        expect(all(s % unit == 0 for s in sizes), f"every batch size must be a whole number of micro-batches "
+                                                  f"({unit})")
+        for i, got in enumerate(sizes):  # the nearest whole number of micro-batches (a tie may go either way)
+            units = (unit + min(i / 100 / until, 1.0) * (target - unit)) / unit
+            nearest = {math.floor(units), math.ceil(units)} if abs(units % 1 - 0.5) < 1e-9 else {round(units)}
+            expect(got // unit in nearest, f"batch_size_at({i / 100}, unit={unit}, target={target}, ramp_until="
+                   f"{until}) should be {unit * min(nearest)}: {units:.2f} micro-batches, rounded to the nearest; got "
+                   f"{got}" + (": rounded down (int(), or // unit after rounding the sequences?): round the number of"
+                               " micro-batches, round(size / unit) * unit" if got // unit == math.floor(units) else ""))
+        expect(all(a <= b for a, b in zip(sizes, sizes[1:])), "the batch size must never shrink as t grows")
     tiny = [size(t, 16, 64, 0.5) for t in (0.0, 0.25, 0.5, 1.0)]
     expect(tiny[0] == 16 and tiny[1] in (32, 48) and tiny[2:] == [64, 64],
            f"with unit 16, target 64, ramp_until 0.5 the batch should be 16, 40 in whole units, 64, 64 at t = 0, "
@@ -408,7 +444,7 @@ def check_positions(cram):
     for slip, wrong in slips.items():
         expect(not matches(table.double(), wrong), slip)
     close(table, want, "sinusoidal_table vs sin(p / 10000^(2i/C)) at even, cos at odd channels")
-    emb = cram.Embeddings(small_cfg(cram, n_embd=C), 50, T)
+    emb = cram.Embeddings(small_cfg(cram, n_embd=C, norm_eps=0.5), 50, T)  # an eps that shows: cfg's, not 1e-5
     learned = [n for n, p in emb.named_parameters() if "tok" not in n and "norm" not in n]
     expect(learned == ["pos_scale"] and emb.pos_scale.numel() == 1,
            f"besides the token embedding and LayerNorm, Embeddings must learn exactly one scalar pos_scale; "
@@ -425,29 +461,36 @@ def check_positions(cram):
         got = tensor(emb.eval()(ids), "Embeddings(ids)", (2, T, C), cram.Embeddings.forward)
         expect(not matches(got, emb.norm(tok) + 0.7 * want), "the positions are added before the LayerNorm: "
                                                              "norm(tok(ids) + pos_scale * table)")
-        close(got, emb.norm(tok + 0.7 * want), "Embeddings(ids) vs LayerNorm(tok(ids) + pos_scale * table)", 1e-4)
+        ln = functools.partial(F.layer_norm, normalized_shape=(C,), weight=emb.norm.weight, bias=emb.norm.bias)
+        expect(not matches(got, ln(tok + 0.7 * want, eps=1e-5)), "the LayerNorm's eps is cfg.norm_eps (1e-12 in the "
+                                                                 "presets), not nn.LayerNorm's default 1e-5")
+        close(got, ln(tok + 0.7 * want, eps=0.5), "Embeddings(ids) vs LayerNorm(tok(ids) + pos_scale * table)", 1e-4)
         short = tensor(emb(ids[:, :12]), "Embeddings(ids) for 12 of its 16 positions", (2, 12, C))
         close(short, emb.norm(tok[:, :12] + 0.7 * want[:12]),
               "Embeddings on a sequence shorter than seq_len (12 of 16): the first 12 rows of the table", 1e-4)
     saved = sorted(set(emb.state_dict()) - {n for n, _ in emb.named_parameters()})
     expect(not saved, f"the table is a buffer registered with persistent=False (it follows from seq_len and C: "
                       f"checkpoints don't hold it, and a model of other length loads them); yours saves {saved}")
+    dropping = cram.Embeddings(small_cfg(cram, n_embd=C, dropout=0.5), 50, T)
     with torch.no_grad():
-        zeros = (cram.Embeddings(small_cfg(cram, n_embd=C, dropout=0.5), 50, T).train()(ids) == 0).float().mean()
+        zeros = (dropping.train()(ids) == 0).float().mean()
+        expect(torch.equal(dropping.eval()(ids), dropping(ids)), "in eval mode nothing is dropped: self.drop (an "
+               "nn.Dropout follows .train() and .eval()), not F.dropout(..., p), which drops in eval mode too")
+    on_another_device(lambda: emb.to("meta")(ids.to("meta")), "Embeddings")
     expect(0.3 < zeros < 0.7, f"in training Embeddings ends with self.drop, drop(norm(...)) (fine-tuning's dropout "
                               f"0.1): with dropout 0.5 about half its outputs are 0; yours {100 * zeros:.0f}%")
 
 
 def check_glu(cram):
-    cfg = small_cfg(cram)
+    cfg = small_cfg(cram, ffn_hidden=96)  # not 2 x n_embd, where d -> d and ffn_hidden / 2 -> d look alike
     ffn = cram.GLUFeedForward(cfg)
     shapes = {n: tuple(p.shape) for n, p in ffn.named_parameters()}
-    expect(shapes == {"up.weight": (64, 32), "down.weight": (32, 32)},
-           f"expected up.weight (64, 32) and down.weight (32, 32) (down takes the ffn_hidden / 2 gated values), no "
-           f"biases; found {shapes}")
+    expect(shapes == {"up.weight": (96, 32), "down.weight": (32, 48)},
+           f"with n_embd 32 and ffn_hidden 96: expected up.weight (96, 32), d -> ffn_hidden, and down.weight (32, 48), "
+           f"ffn_hidden / 2 -> d (it takes the gated half), no biases; found {shapes}")
     x = torch.randn(3, 5, 32)
     h = x @ ffn.up.weight.T
-    first, second, down = h[..., :32], h[..., 32:], ffn.down.weight.T
+    first, second, down = h[..., :48], h[..., 48:], ffn.down.weight.T
     with torch.no_grad():
         got = tensor(ffn(x), "GLUFeedForward(x)", (3, 5, 32), cram.GLUFeedForward.forward)
     slips = {"the first half is x, the second the gate: down(first_half * GELU(second_half))":
@@ -497,6 +540,14 @@ def check_sparse_head(cram):
     expect(not math.isclose(loss.item(), targets.numel() * want.item(), rel_tol=1e-4),
            "the loss is the mean cross-entropy over the B * k targets, not their sum")
     close(loss, want, "model(ids, positions, targets) vs the mean cross-entropy of the logits", 1e-4)
+    weight = model.embed.tok.weight  # the tied decoder: the loss's gradient reaches it through the head and the input
+    h = model.encode(ids, positions=positions)
+    want = torch.autograd.grad(F.cross_entropy((h @ weight.T).reshape(-1, 100), targets.reshape(-1)), weight)[0]
+    loss = model(ids, positions, targets)
+    expect(loss.requires_grad, "the loss carries no gradient: training calls loss.backward() on it (no "
+                               "torch.no_grad(), .detach() or .item() inside forward)")
+    close(torch.autograd.grad(loss, weight)[0], want, "the gradient of the loss for embed.tok.weight (the head is "
+          "tied to it: use the weight itself, not its .data or .detach(), which the backward would skip)", 1e-5)
 
 
 def check_prenorm(cram):
@@ -524,6 +575,16 @@ def check_prenorm(cram):
         expect(not matches(got, h + block.ffn(block.norm1(h))), "each sub-layer has its own LayerNorm: norm1 feeds "
                                                                 "the attention, norm2 the feed-forward")
         close(got, want, "Block(x) vs h = x + attn(norm1(x)); h + ffn(norm2(h))", 1e-4)
+        keep = torch.arange(8) < torch.tensor([8, 5])[:, None, None, None]         # (2, 1, 1, 8): row 1 pads 3
+        for mask, what in ((keep, "a padding mask"), (torch.randn(4, 8, 8), "a float bias")):
+            h = x + block.attn(block.norm1(x), mask)  # fine-tuning's padding, the tiny preset's bias: both reach attn
+            close(block(x, mask), h + block.ffn(block.norm2(h)), f"Block(x, attn_mask) with {what} vs h = x + "
+                  "attn(norm1(x), attn_mask); h + ffn(norm2(h)): hand attn_mask on to self.attn", 1e-4)
+    block = cram.Block(small_cfg(cram, dropout=0.5)).eval()
+    with torch.no_grad():
+        h = x + block.attn(block.norm1(x))
+        close(block(x), h + block.ffn(block.norm2(h)), "in eval mode (dropout 0.5) nothing is dropped: self.drop (an "
+              "nn.Dropout follows .train() and .eval()), not F.dropout(..., p), which drops in eval mode too", 1e-4)
     block = cram.Block(small_cfg(cram, dropout=0.5)).train()                       # training: dropout on
     with torch.no_grad():
         block.attn.out.weight.zero_()
@@ -559,7 +620,8 @@ def check_attention(cram):
     with torch.no_grad():
         got = tensor(attn(x, keep[:, None, None, :]), "Attention(x, mask)", (B, T, C), cram.Attention.forward)
         again = attn(x, keep[:, None, None, :])
-    expect(got.isfinite().all(), "the output holds NaN or inf: is the mask inverted? (True means: attend to this key)")
+    expect(got.isfinite().all(), "the output holds NaN or inf: is the mask inverted (True means: attend to this "
+                                 "key), or the softmax taken over the queries? (over the keys: the last dim)")
     expect(torch.equal(got, again), "in eval mode nothing is dropped: dropout_p=self.dropout only while training")
     scores = (q @ k.transpose(-1, -2)).masked_fill(~keep[:, None, None, :], float("-inf"))
     expect(not matches(got, attend(scores / math.sqrt(C))), "scale the scores by 1/sqrt(d_head), the width of one "
@@ -573,8 +635,14 @@ def check_attention(cram):
     per_head = (q3 @ k3.transpose(-1, -2) / math.sqrt(C // H)).masked_fill(~keep[:, None, None, :], float("-inf"))
     expect(not matches(got, attend(per_head, v3)), "qkv's outputs are q, then k, then v (each all heads), not q, k, v "
                                                    "per head: the layout the checkpoints hold")
-    close(got, attend(scores / math.sqrt(C // H)),
-          "Attention vs softmax(q k^T / sqrt(d_head)) v with padding mask", 1e-4)
+    scores = scores / math.sqrt(C // H)
+    causal = scores.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+    expect(not matches(got, attend(causal)), "no causal mask: BERT's queries attend to keys on both sides")
+    unmerged = (scores.softmax(-1) @ v).reshape(B, T, C) @ attn.out.weight.T     # (B, H, T, D) read as (B, T, C)
+    expect(not matches(got, unmerged), "merge the heads back with transpose(1, 2) before reshape(B, T, C): "
+                                       "(B, H, T, D) reshaped as it is mixes the positions of different heads")
+    close(got, attend(scores), "Attention vs softmax(q k^T / sqrt(d_head)) v with padding mask", 1e-4)
+    trains(lambda: attn(x.clone().requires_grad_(), keep[:, None, None, :]), "Attention")
     scores = (q @ k.transpose(-1, -2)) / math.sqrt(C // H)                        # no mask: pretraining's path
     with torch.no_grad():
         close(attn(x), attend(scores),
@@ -582,6 +650,8 @@ def check_attention(cram):
         bias = torch.randn(H, T, T)                                               # a float mask is added
         close(attn(x, bias), attend(scores + bias), "Attention with a float attn_mask (H, T, T) vs softmax(scores + "
                                                     "mask)", 1e-4)
+    for mask in (keep[:, None, None, :], bias):
+        on_another_device(lambda: attn.to("meta")(x.to("meta"), mask.to("meta")), "Attention")
 
 
 def check_local_bias(cram):
@@ -598,6 +668,8 @@ def check_local_bias(cram):
              (bool((m.weight == 1).all()) and bool((m.bias == 0).all()))]
     expect(not norms, f"the LayerNorms keep their weight 1 and bias 0 (only Linear and Embedding weights are drawn); "
                       f"not: {', '.join(norms)}")
+    close(model.embed.pos_scale.detach(), torch.tensor(1 / math.sqrt(32)), "embed.pos_scale keeps the start "
+          "Embeddings gives it, cfg.pos_scale_init / sqrt(C) (only Linear and Embedding weights are drawn)")
     i = torch.arange(T)
     distance = (i[:, None] - i[None, :]).abs()
     want = -torch.tensor([2.0, 1.0, 0.5, 0.0])[:, None, None] * distance
@@ -610,6 +682,9 @@ def check_local_bias(cram):
     expect("attn_bias" not in dict(model.named_parameters()) and "attn_bias" not in model.state_dict(),
            "attn_bias must be a buffer registered with persistent=False: it follows from the config, checkpoints "
            "don't hold it (and old ones would not load)")
+    moved = cram.CrammedBERT(small_cfg(cram, local_bias=2.0), 50, T).to("meta")  # meta: a GPU's stand-in
+    expect(moved.attn_bias.device.type == "meta", "attn_bias stays on the CPU when the model moves to a GPU "
+           "(.to(device)): register it as a buffer, register_buffer(..., persistent=False), which moves with it")
     ids = torch.randint(5, 50, (2, T))
     pad = torch.ones(2, T, dtype=torch.bool)
     pad[1, 10:] = False                                                            # row 1 ends in 6 pad tokens
@@ -619,9 +694,13 @@ def check_local_bias(cram):
               "encode without a pad_mask must equal encode with one that pads nothing (the bias in both)", 1e-4)
         short = cram.CrammedBERT(small_cfg(cram, local_bias=2.0), 50, 12).eval()
         short.load_state_dict(model.state_dict())
-        close(model.encode(ids[:, :12]), short.encode(ids[:, :12]),
-              "encode on 12 tokens of a 16-position model vs a 12-position model: use the bias's first T rows and "
-              "columns", 1e-4)
+        first_rows = "use the bias's first T rows and columns, attn_bias[:, :T, :T]"
+        try:
+            close(model.encode(ids[:, :12]), short.encode(ids[:, :12]),
+                  f"encode on 12 tokens of a 16-position model vs a 12-position model: {first_rows}", 1e-4)
+        except RuntimeError as e:
+            raise Slip(f"encode on 12 tokens of a 16-position model failed ({str(e).splitlines()[0][:90]}): "
+                       f"{first_rows}") from None
         model.attn_bias.zero_()
         expect((model.encode(ids, pad) - out).abs().max().item() > 1e-3,
                "encode must use attn_bias: zeroing it changed nothing")
@@ -630,6 +709,8 @@ def check_local_bias(cram):
         other[1, 10:] = 7                                                          # other tokens under the padding
         close(model.encode(other, pad)[1, :10], out[1, :10],
               "with the bias on, padded keys must still be ignored (-inf in the mask)", 1e-4)
+        close(paper.encode(other, pad)[1, :10], paper.encode(ids, pad)[1, :10], "with local_bias 0 (attn_bias None), "
+              "padded keys must be ignored too: the pad_mask, as (B, 1, 1, T), is every block's attn_mask", 1e-4)
     positions = torch.stack([torch.randperm(T)[:4] for _ in range(2)])
     for m in (paper, model):  # encode by hand, the paper's model and the tiny preset's: each piece of it is pinned
         expect(isinstance(getattr(m, "final_norm", None), torch.nn.LayerNorm),
@@ -647,6 +728,45 @@ def check_local_bias(cram):
             close(got, by_hand, f"encode(ids) vs final_norm(every block(embed(ids), attn_bias)), {what}", 1e-4)
             close(m.encode(ids, positions=positions), by_hand.gather(1, positions[..., None].expand(-1, -1, 32)),
                   f"encode(ids, positions=...) vs the same rows of encode(ids), {what}", 1e-4)
+    hands_narrow_blocks_on(cram, T)
+
+
+def hands_narrow_blocks_on(cram, T):
+    """encode with narrow blocks (cfg.narrow 2 of 3): the wide block on every position, then one call of
+    narrow_blocks, seen through a stand-in for it (that function is exercise narrow's)."""
+    for bias in (0.0, 1.0):
+        model = cram.CrammedBERT(small_cfg(cram, n_layer=3, narrow=2, local_bias=bias), 50, T).eval()
+        kinds = [type(b).__name__ for b in model.blocks]
+        expect(kinds == ["Block", "NarrowBlock", "NarrowBlock"], f"with n_layer 3 and cfg.narrow 2, blocks are one "
+               f"Block then two NarrowBlocks; yours {kinds}")
+        ids, positions = torch.randint(5, 50, (2, T)), torch.stack([torch.randperm(T)[:4] for _ in range(2)])
+        calls, real = [], cram.narrow_blocks
+
+        def stand_in(blocks, context, attn_mask, positions):
+            calls.append((list(blocks), context, attn_mask, positions))
+            return context.gather(1, positions[..., None].expand(-1, -1, context.shape[-1]))
+
+        cram.narrow_blocks = stand_in  # encode finds it as a global of its module
+        try:
+            with torch.no_grad():
+                got = model.encode(ids, positions=positions)
+        finally:
+            cram.narrow_blocks = real
+        what = f"with narrow blocks (n_layer 3, cfg.narrow 2, local_bias {bias})"
+        expect(len(calls) == 1, f"{what}, encode hands them to narrow_blocks(blocks, x, attn_mask, positions), "
+                                f"once; yours called it {len(calls)} times")
+        blocks, context, mask, at = calls[0]
+        expect(blocks == list(model.blocks[1:]), f"{what}, narrow_blocks gets the narrow blocks, blocks[wide:]")
+        with torch.no_grad():
+            wide = model.blocks[0](model.embed(ids), None if not bias else model.attn_bias)
+        close(context, wide, f"{what}, narrow_blocks gets x after the wide blocks only, blocks[:wide]", 1e-4)
+        same = mask is None or (mask.is_floating_point() and mask.dim() in (3, 4) and
+                                matches(mask.expand(2, 4, T, T), model.attn_bias.expand(2, 4, T, T)))
+        expect((mask is None) == (not bias) and same,
+               f"{what}, narrow_blocks gets the attention mask the wide blocks got (the local bias, or None)")
+        expect(at is positions, f"{what}, narrow_blocks gets the positions encode was given")
+        close(got, model.final_norm(stand_in(blocks, context, mask, at)),
+              f"{what}, encode returns final_norm of what narrow_blocks returns", 1e-4)
 
 
 def check_narrow(cram):
@@ -657,6 +777,11 @@ def check_narrow(cram):
         ids, positions = torch.randint(5, 50, (2, T)), torch.stack([torch.randperm(T)[:4] for _ in range(2)])
         mask = model.attn_bias if bias else None
         with torch.no_grad():  # the reference, by hand: one wide block, then two narrow ones on every position
+            for norm in (m for m in model.modules() if isinstance(m, torch.nn.LayerNorm)):  # norm1 and norm2 differ
+                norm.weight.normal_()
+                norm.bias.normal_()
+            for w in (p for p in model.blocks.parameters() if p.dim() == 2):  # sub-layers as large as x: slips show
+                w.mul_(10)
             x = context = model.blocks[0](model.embed(ids), mask)
             for block in model.blocks[1:]:
                 w, (q_in, kv_in) = block.attn.qkv.weight, (block.norm1(x), block.norm1(context))
@@ -675,6 +800,20 @@ def check_narrow(cram):
                   f"encode(ids, positions=...) vs the same rows of the full computation, {what}", 1e-4)
             close(model(ids, positions), want.gather(1, at) @ model.embed.tok.weight.T,
                   f"the sparse logits of a narrow model vs the full computation's, {what}", 1e-4)
+    block, x = model.blocks[1], torch.randn(2, T, C)
+    with torch.no_grad():  # context None: x is its own context, as in a Block
+        h = x + block.attn(block.norm1(x))
+        close(block(x), h + block.ffn(block.norm2(h)), "NarrowBlock(x) with context None vs a Block's x + "
+              "attn(norm1(x)), then + ffn(norm2(...)): x is its own context", 1e-4)
+    block = cram.CrammedBERT(small_cfg(cram, n_layer=2, narrow=1, dropout=0.5), 50, T).blocks[1].train()
+    block.attn.dropout = 0.0                                                       # only self.drop draws
+    with torch.no_grad():
+        block.ffn.down.weight.zero_()                                              # the feed-forward adds 0
+        added = block(x, None, x) - x
+        out = block.attn(block.norm1(x))
+    dropped, doubled = added.abs() < 1e-6, (added - 2 * out).abs() < 1e-4          # p = 0.5: 0 or out / (1 - p)
+    expect(bool((dropped | doubled).all()) and 0.3 < dropped.float().mean() < 0.7, "in training (dropout 0.5) "
+           "NarrowBlock's attention output goes through self.drop before it is added, as in a Block")
 
 
 CHECKS = {name[len("check_"):]: fn for name, fn in list(globals().items()) if name.startswith("check_")}
