@@ -37,10 +37,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from errors import CramError, is_file_name, not_readable, written_whole  # a user's mistake: one line; whole files
+from errors import CramError, appended, is_file_name, not_readable, plain_numbers, written_whole  # one line; whole
 from hardware import amp_dtype, autocast, device_peak_flops, pick_device, run_info, wants_compile
 from hardware import out_of_memory, safe_console, safe_globals, stop_on_signals  # out of memory, Ctrl+C: save, stop
-from hardware import fit_micro_batch, shard_model, start_processes  # the GPU's micro-batch; several processes
+from hardware import fit_micro_batch, moments_fit, shard_model, start_processes  # the GPU's micro-batch; processes
 from prepare import load_split, unigram_entropy  # data/: packed uint16 sequences, and its baseline
 
 
@@ -456,11 +456,13 @@ def resume(path, cfg, meta, model, optimizer, scaler):
             load_shards(ckpt, model, optimizer)
         else:
             model.load_state_dict(ckpt["model"])
+            moments_fit(ckpt["optimizer"], optimizer)  # fused AdamW writes its moments unchecked: a crash, not a line
             optimizer.load_state_dict(ckpt["optimizer"])  # moves the Adam moments to the parameters' device
         if ckpt["scaler"]:  # empty from a bf16 or CPU run: an fp16 GPU then starts its loss scale afresh
             scaler.load_state_dict(ckpt["scaler"])
         torch.set_rng_state(ckpt["rng"]["torch"])
-        return (Clock(ckpt["step"], ckpt["train_time"], ckpt["data_pos"], ckpt["val_loss"]), was["micro_batch"],
+        clock = plain_numbers(ckpt, path, step=int, train_time=float, data_pos=int, val_loss=float)  # log.txt shows it
+        return (Clock(*clock), was["micro_batch"],
                 ckpt.get("info", {}).get("code"))
     except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as e:  # a field missing or wrong
         raise not_readable(path, e) from None
@@ -478,8 +480,7 @@ class Log:
                 if name and os.path.exists(source) and not (os.path.exists(copy) and filecmp.cmp(source, copy, False)):
                     with open(source, "rb") as f, written_whole(copy) as g:  # a full disk keeps the old copy
                         shutil.copyfileobj(f, g)
-            self.files = [open(os.path.join(cfg.out_dir, name), "a", buffering=1, encoding="utf-8")
-                          for name in ("log.txt", "metrics.jsonl")]  # line-buffered: on disk at once
+            self.files = [appended(os.path.join(cfg.out_dir, name)) for name in ("log.txt", "metrics.jsonl")]
 
     def __call__(self, msg, **metrics):
         if self.master:

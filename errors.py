@@ -33,10 +33,14 @@ def hub_offline():
 def written_whole(path, mode="wb", encoding=None, newline=None):
     """`with written_whole(path) as f:` writes path's twin path.tmp, then renames it over path: a full disk, a crash
     or Ctrl-C leave the old file as it was, and a failed write takes its twin away. torch.save's RuntimeError over a
-    failed write (a full disk) is raised as the OSError under it, which the scripts print in one line."""
+    failed write (a full disk) is raised as the OSError under it, which the scripts print in one line. The twin is
+    made new (O_EXCL): a link at its name, planted in a shared folder, is replaced, never followed."""
     tmp = f"{path}.tmp"
     try:
-        with open(tmp, mode, encoding=encoding, newline=newline) as f:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)  # a crash's leftover, or a link
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+        with open(fd, mode, encoding=encoding, newline=newline) as f:
             yield f
             f.flush()
             os.fsync(f.fileno())
@@ -50,6 +54,26 @@ def written_whole(path, mode="wb", encoding=None, newline=None):
         if under is not e:
             raise under from None
         raise
+
+
+def appended(path):
+    """A log open to append lines, line-buffered (on disk at once). Not through a link: a folder from someone else
+    could hold log.txt -> ~/.bashrc, and lines from its checkpoint would be appended there."""
+    if os.path.islink(path):
+        raise CramError(f"{path} is a link to {os.path.realpath(path)}: remove the link, or use another folder")
+    return open(path, "a", buffering=1, encoding="utf-8")
+
+
+def plain_numbers(record, path, **kinds):
+    """record[key] for each of kinds' keys, each a number of its kind (an int; a float: an int counts; never a bool),
+    not negative (NaN: a float not measured yet). A text or a list there is a damaged or crafted file: ValueError."""
+    values = []
+    for key, kind in kinds.items():
+        value = record[key]
+        if isinstance(value, bool) or not isinstance(value, (int, kind)) or not (value >= 0 or value != value):
+            raise ValueError(f"{key} is {value!r:.40}, not a {kind.__name__} of 0 or more")
+        values.append(kind(value))
+    return values
 
 
 def check_writable(path, flag):

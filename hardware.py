@@ -319,6 +319,16 @@ def safe_globals(*types):
     return contextlib.nullcontext()
 
 
+def moments_fit(saved, optimizer):
+    """Each saved optimizer state tensor (Adam's moments) has its weight's shape, or ValueError: load_state_dict
+    does not check, and fused AdamW then writes past a short one (a crash with no message, seen on the CPU)."""
+    weights = [p for group in optimizer.param_groups for p in group["params"]]
+    for i, p in zip((i for group in saved["param_groups"] for i in group["params"]), weights):
+        for name, value in saved["state"].get(i, {}).items():
+            if torch.is_tensor(value) and value.dim() > 0 and value.shape != p.shape:
+                raise ValueError(f"the optimizer's {name} of a weight {tuple(p.shape)} is {tuple(value.shape)}")
+
+
 def out_of_memory(e, cfg, save, ranks, ckpt_path, step):
     """cram.py's step ran out of memory: keep the work done (--shard: the others wait in a gather; the last
     checkpoint stays), name the knob."""

@@ -35,7 +35,7 @@ def read_metrics(run_dir, x="budget"):
     if not os.path.isfile(path):
         raise SystemExit(f"plot.py: error: no {path}: pass the --out_dir of a cram.py run")
     steps, evals = [], []
-    with open(path, encoding="utf-8", errors="replace") as f:  # bytes that are not UTF-8 fail as JSON below
+    with open(path, encoding="utf-8-sig", errors="replace") as f:  # an editor's BOM; bytes not UTF-8 fail below
         for n, line in enumerate(f, 1):
             try:  # an evaluation or a step record, with the numbers drawn below
                 rec = json.loads(line)

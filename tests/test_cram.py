@@ -628,6 +628,12 @@ CKPT_DAMAGE = {  # what a checkpoint can suffer -> a function of the good checkp
     "a config field from elsewhere": lambda ckpt: {**ckpt, "config": {**ckpt["config"], "n_experts": 8}},
     "weights of another shape": lambda ckpt: {**ckpt, "model": {**ckpt["model"],
                                                                "embed.tok.weight": torch.zeros(3, 32)}},
+    # crafted (a trial, 2026-12-07): a step with shell lines, appended to log.txt as "resuming at step ..."; Adam
+    # moments shorter than their weight, which fused AdamW wrote past (the process died, no message)
+    "a step that is text": lambda ckpt: {**ckpt, "step": "4\ntouch /tmp/pwned\n#"},
+    "Adam moments of another shape": lambda ckpt: {**ckpt, "optimizer": {**ckpt["optimizer"], "state": {
+        **ckpt["optimizer"]["state"], 0: {**ckpt["optimizer"]["state"][0], "exp_avg": torch.zeros(3),
+                                          "exp_avg_sq": torch.zeros(3)}}}},
 }
 
 
@@ -644,7 +650,8 @@ def test_a_damaged_checkpoint_is_one_line_and_a_failed_resume_touches_nothing(da
     before = files_of(out)
     needle = "damaged or not a cram.py checkpoint" if damage != "weights of another shape" else \
         "holds weights that this code does not build"  # whole, but not what this code builds: as if cram.py changed
-    if damage != "no optimizer":  # finetune_glue.py's way in needs no optimizer state
+    if damage in ("cut short", "random bytes", "not a dict", "no vocab_size", "a config field from elsewhere",
+                  "weights of another shape"):  # finetune_glue.py's way in reads no optimizer state, no step
         with pytest.raises(cram.CramError, match=needle) as e:
             cram.load_model(str(out / "ckpt.pt"))
         assert len(str(e.value).splitlines()) == 1
@@ -741,3 +748,26 @@ def test_a_resume_whose_optimizer_groups_this_code_changed_names_the_code_not_a_
     monkeypatch.setattr(cram, "make_optimizer", lambda model, cfg, device: torch.optim.AdamW(model.parameters()))
     with pytest.raises(cram.CramError, match="holds weights that this code does not build .*parameter group"):
         cram.train(cram.parse_config([*flags, "--max_steps", "3", "--resume"]))  # one group where the file has two
+
+
+def test_a_link_planted_in_a_shared_folder_is_never_written_through(tmp_path):
+    """A run folder from someone else can hold links: ckpt.pt.tmp -> a file of yours (replaced by the checkpoint
+    once), log.txt -> ~/.bashrc (lines appended there, a checkpoint's text among them). Neither is followed."""
+    import errors
+    victim = tmp_path / "victim.sh"
+    victim.write_text("a user's shell start-up\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    try:
+        (out / "glue.md.tmp").symlink_to(victim)
+    except OSError:
+        pytest.skip("this file system makes no links")
+    with errors.written_whole(out / "glue.md", "w", encoding="utf-8") as f:
+        f.write("the table\n")
+    assert (out / "glue.md").read_text() == "the table\n" and not (out / "glue.md.tmp").exists()
+    (out / "log.txt").symlink_to(victim)
+    p = run_cram("--data_dir", str(write_data(tmp_path / "data")), "--out_dir", str(out), "--max_steps", "2",
+                 *TINY_FLAGS, check=False)
+    assert p.returncode == 1 and p.stderr.strip().splitlines()[-1].endswith("remove the link, or use another folder")
+    assert len(p.stderr.strip().splitlines()) == 1 and "log.txt is a link to" in p.stderr, p.stderr[-2000:]
+    assert victim.read_text() == "a user's shell start-up\n"

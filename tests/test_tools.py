@@ -56,7 +56,9 @@ def test_plot_reads_the_steps_a_resume_after_a_crash_repeated_once_each_the_resu
     crashed = [record(s, 9.0) for s in range(1, 10)]
     crashed.insert(5, {"step": 5, "val_loss": 8.5, "budget": 5 / 12, "train_time": 5, "tokens": 40, "flops": 5})
     resumed = [record(s, 7.0) for s in range(7, 13)] + [dict(crashed[5], step=12, val_loss=6.5, budget=1.0)]
-    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in crashed + resumed))
+    # saved again by a Windows editor: a byte-order mark and CRLF line ends (a trial, 2026-12-07: the BOM was refused)
+    (tmp_path / "metrics.jsonl").write_text("\ufeff" + "".join(json.dumps(r) + "\r\n" for r in crashed + resumed),
+                                            encoding="utf-8")
     steps, evals = plot.read_metrics(str(tmp_path))
     assert [r["step"] for r in steps] == list(range(1, 13)) and [r["loss"] for r in steps[6:]] == [7.0] * 6
     assert [(r["step"], r["val_loss"]) for r in evals] == [(5, 8.5), (12, 6.5)]
