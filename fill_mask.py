@@ -17,7 +17,7 @@ import sys
 
 import torch
 
-from cram import CramError, pick_device, read_checkpoint
+from cram import CramError, not_readable, pick_device, read_checkpoint
 from hardware import safe_console
 from official import load_pretrained  # a cram.py checkpoint or the paper's released folder
 from tokenizer import load_tokenizer
@@ -46,12 +46,15 @@ def how_trained(path, meta):
     ckpt = read_checkpoint(path, mmap=True)  # already read once: mmap, no copy
     cfg, step, loss, unigram = ckpt["config"], ckpt.get("step", 0), ckpt.get("val_loss", math.nan), \
         ckpt.get("unigram_baseline", math.nan)
-    budget = (f"{100 * step / cfg['max_steps']:.0f}% of --max_steps {cfg['max_steps']}" if cfg.get("max_steps") else
-              f"{100 * ckpt.get('train_time', 0) / 3600 / cfg['budget_hours']:.0f}% of its "
-              f"{60 * cfg['budget_hours']:.4g}-minute budget")
-    return (f"model: {path}, trained {step} steps ({budget}), validation loss " + (
-        "not measured yet" if not math.isfinite(loss) else f"{loss:.3f} nats" + (
-            f", {unigram - loss:.3f} under the unigram baseline {unigram:.3f}" if math.isfinite(unigram) else "")))
+    try:
+        budget = (f"{100 * step / cfg['max_steps']:.0f}% of --max_steps {cfg['max_steps']}" if cfg.get("max_steps")
+                  else f"{100 * ckpt.get('train_time', 0) / 3600 / cfg['budget_hours']:.0f}% of its "
+                  f"{60 * cfg['budget_hours']:.4g}-minute budget")
+        return (f"model: {path}, trained {step:d} steps ({budget}), validation loss " + (
+            "not measured yet" if not math.isfinite(loss) else f"{loss:.3f} nats" + (
+                f", {unigram - loss:.3f} under the unigram baseline {unigram:.3f}" if math.isfinite(unigram) else "")))
+    except (KeyError, TypeError, ValueError, ZeroDivisionError) as e:  # a record edited by hand, or crafted
+        raise not_readable(path, e) from None
 
 
 def token_str(tok, i):

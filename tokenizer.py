@@ -146,6 +146,9 @@ def read_meta(data_dir):
         n, ids = meta["num_sequences"], meta["special_ids"]
         if not all(type(v) is int for v in (meta["seq_len"], meta["vocab_size"], ids["mask"], n["train"], n["val"])):
             raise ValueError("a count or an id is not a whole number")
+        if meta["seq_len"] < 1 or min(n["train"], n["val"]) < 0 or not all(  # an id past the embedding: IndexError
+                type(i) is int and 0 <= i < meta["vocab_size"] for i in ids.values()):
+            raise ValueError("seq_len is below 1, a count below 0, or a special id outside 0..vocab_size-1")
         if meta.get("tokenizer_file") is not None and not is_file_name(meta["tokenizer_file"]):  # cram.py copies it
             raise ValueError(f"tokenizer_file {meta['tokenizer_file']!r} is not a file name in the folder itself")
     except (OSError, ValueError, KeyError, TypeError) as e:  # JSON and UTF-8 errors are ValueErrors

@@ -602,14 +602,18 @@ def files_of(folder):
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
 
 
-@pytest.mark.parametrize("case", ["not JSON", "random bytes", "no vocab_size", "no val rows", "seq_len a string"])
+@pytest.mark.parametrize("case", ["not JSON", "random bytes", "no vocab_size", "no val rows", "seq_len a string",
+                                  "a special id past the vocabulary", "seq_len below 1"])
 def test_a_damaged_meta_json_is_a_one_line_error_before_anything_is_written(case, tmp_path):
     data = write_data(tmp_path / "data")
     meta = json.loads((data / "meta.json").read_text())
     text = {"not JSON": json.dumps(meta)[:60], "random bytes": np.random.default_rng(0).bytes(300),
             "no vocab_size": json.dumps({k: v for k, v in meta.items() if k != "vocab_size"}),
             "no val rows": json.dumps({**meta, "num_sequences": {"train": 64}}),
-            "seq_len a string": json.dumps({**meta, "seq_len": "32"})}[case]
+            "seq_len a string": json.dumps({**meta, "seq_len": "32"}),
+            "a special id past the vocabulary": json.dumps({**meta, "special_ids": {**meta["special_ids"],
+                                                                                     "mask": 10 ** 9}}),
+            "seq_len below 1": json.dumps({**meta, "seq_len": -128})}[case]
     (data / "meta.json").write_bytes(text if isinstance(text, bytes) else text.encode())
     with pytest.raises(SystemExit, match="meta.json is damaged .*: prepare the data again") as e:
         cram.train(cram.parse_config(["--data_dir", str(data), "--out_dir", str(tmp_path / "out"), *TINY_FLAGS]))

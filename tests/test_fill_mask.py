@@ -135,6 +135,18 @@ def test_a_checkpoint_without_its_tokenizer_is_a_one_line_error(ckpt, tmp_path):
                      error(tmp_path / "ckpt.pt", "a [MASK]"))
 
 
+@pytest.mark.parametrize("record", [{"step": "x"}, {"config": {"max_steps": 0, "budget_hours": 0}},
+                                    {"val_loss": "x"}])
+def test_a_checkpoint_whose_training_record_is_not_numbers_is_a_one_line_error(record, ckpt, tmp_path):
+    """Crafted or edited by hand (a trial, 2026-12-07): the line on how far it was trained divided by zero, or
+    formatted a text as a number, in a traceback."""
+    shutil.copytree(ckpt.parent, tmp_path / "run")
+    state = torch.load(ckpt, weights_only=True)
+    config = {**state["config"], **record.pop("config", {})}
+    torch.save({**state, **record, "config": config}, tmp_path / "run" / "ckpt.pt")
+    assert "is damaged or not a cram.py checkpoint" in error(tmp_path / "run" / "ckpt.pt", "a [MASK]")
+
+
 def test_a_damaged_meta_json_beside_the_checkpoint_is_a_one_line_error(ckpt, tmp_path):
     shutil.copytree(ckpt.parent, tmp_path / "run")
     (tmp_path / "run" / "meta.json").write_bytes(np.random.default_rng(0).bytes(400))
