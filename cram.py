@@ -370,6 +370,7 @@ def load_model(ckpt_path, device="cpu"):
     ckpt = read_checkpoint(ckpt_path)
     try:
         cfg, meta = Config(**ckpt["config"]), ckpt["meta"]
+        check_config(cfg)  # what it refuses as a flag (a NaN dropout) a file may hold: no crash later
         if "folder" in meta or not is_file_name(meta.get("tokenizer_file") or "tokenizer.json"):
             raise ValueError("its meta names a file outside the checkpoint's folder")  # the tools read there
         model = CrammedBERT(cfg, ckpt["vocab_size"], ckpt["seq_len"])
@@ -462,8 +463,7 @@ def resume(path, cfg, meta, model, optimizer, scaler):
             scaler.load_state_dict(ckpt["scaler"])
         torch.set_rng_state(ckpt["rng"]["torch"])
         clock = plain_numbers(ckpt, path, step=int, train_time=float, data_pos=int, val_loss=float)  # log.txt shows it
-        return (Clock(*clock), was["micro_batch"],
-                ckpt.get("info", {}).get("code"))
+        return Clock(*clock), was["micro_batch"], ckpt.get("info", {}).get("code")
     except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as e:  # a field missing or wrong
         raise not_readable(path, e) from None
 

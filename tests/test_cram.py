@@ -630,6 +630,7 @@ CKPT_DAMAGE = {  # what a checkpoint can suffer -> a function of the good checkp
     "no vocab_size": lambda ckpt: {k: v for k, v in ckpt.items() if k != "vocab_size"},
     "no optimizer": lambda ckpt: {k: v for k, v in ckpt.items() if k != "optimizer"},
     "a config field from elsewhere": lambda ckpt: {**ckpt, "config": {**ckpt["config"], "n_experts": 8}},
+    "a config value no flag may take": lambda ckpt: {**ckpt, "config": {**ckpt["config"], "dropout": math.nan}},
     "weights of another shape": lambda ckpt: {**ckpt, "model": {**ckpt["model"],
                                                                "embed.tok.weight": torch.zeros(3, 32)}},
     # crafted (a trial, 2026-12-07): a step with shell lines, appended to log.txt as "resuming at step ..."; Adam
@@ -655,11 +656,11 @@ def test_a_damaged_checkpoint_is_one_line_and_a_failed_resume_touches_nothing(da
     needle = "damaged or not a cram.py checkpoint" if damage != "weights of another shape" else \
         "holds weights that this code does not build"  # whole, but not what this code builds: as if cram.py changed
     if damage in ("cut short", "random bytes", "not a dict", "no vocab_size", "a config field from elsewhere",
-                  "weights of another shape"):  # finetune_glue.py's way in reads no optimizer state, no step
+                  "weights of another shape", "a config value no flag may take"):  # finetune_glue.py's way in reads no optimizer state, no step
         with pytest.raises(cram.CramError, match=needle) as e:
             cram.load_model(str(out / "ckpt.pt"))
         assert len(str(e.value).splitlines()) == 1
-    if damage == "no vocab_size":  # --resume reads the sizes from meta.json
+    if damage in ("no vocab_size", "a config value no flag may take"):  # --resume: meta.json's sizes, its own flags
         return
     with pytest.raises(cram.CramError, match=needle) as e:
         cram.train(cram.parse_config(["--data_dir", str(data), "--out_dir", str(out), "--resume", "--max_steps", "4",
