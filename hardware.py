@@ -322,6 +322,8 @@ def safe_globals(*types):
 def moments_fit(saved, optimizer):
     """Each saved optimizer state tensor (Adam's moments) has its weight's shape, or ValueError: load_state_dict
     does not check, and fused AdamW then writes past a short one (a crash with no message, seen on the CPU)."""
+    if [len(g["params"]) for g in saved["param_groups"]] != [len(g["params"]) for g in optimizer.param_groups]:
+        return  # other groups: load_state_dict says so itself (the model's code changed)
     weights = [p for group in optimizer.param_groups for p in group["params"]]
     for i, p in zip((i for group in saved["param_groups"] for i in group["params"]), weights):
         for name, value in saved["state"].get(i, {}).items():

@@ -80,6 +80,8 @@ MORE_MISTAKES += [
      "if isinstance(m, (nn.Linear, nn.Embedding, Embeddings)):\n"
      "                [nn.init.normal_(w, mean=0.0, std=0.02) for n, w in m.named_parameters(recurse=False)]",
      "embed.pos_scale keeps the start"),
+    ("batch_ramp", "return max(1, round((unit + frac * (target - unit)) / unit)) * unit",
+     "return np.int64(max(1, round((unit + frac * (target - unit)) / unit)) * unit)", "int(...) a NumPy number"),
     ("local_bias", "attn_mask = None if pad_mask is None else pad_mask[:, None, None, :]",
      "attn_mask = None if pad_mask is None or self.attn_bias is None else pad_mask[:, None, None, :]",
      "with local_bias 0 (attn_bias None), padded keys must be ignored too"),
@@ -899,3 +901,35 @@ def test_a_student_file_named_py_in_capitals_is_checked_as_python_and_a_text_fil
     (tmp_path / "ivan.py.txt").write_text("x = 1\n", encoding="utf-8")
     with pytest.raises(SystemExit, match="ivan.py.txt is not a Python file"):
         exercises.load_module(str(tmp_path / "ivan.py.txt"))
+
+
+# right answers a second trial wrote (2026-12-07) that the stricter checks first failed: each an edit of cram.py
+RIGHT_EDITS = {
+    "masking-exponential-race": ("masking", [
+        ("scores = torch.rand(B, T, generator=generator, device=ids.device)",
+         "scores = torch.empty(B, T, device=ids.device).exponential_(generator=generator)"),  # meta: an assert
+        ("scores.topk(k, dim=1).indices", "scores.topk(k, dim=1, largest=False).indices")]),
+    "local-bias-an-always-float-mask": ("local_bias", [(
+        """        attn_mask = None if pad_mask is None else pad_mask[:, None, None, :]         # (B, 1, 1, T) keys
+        if self.attn_bias is not None:  # the local bias, with padded keys at -inf
+            bias = self.attn_bias[:, :ids.shape[1], :ids.shape[1]]                     # (H, T, T)
+            attn_mask = bias if attn_mask is None else bias.masked_fill(~attn_mask, float("-inf"))
+""", """        T = ids.shape[1]
+        attn_mask = torch.zeros(len(ids), 1, T, T, device=ids.device)  # zeros where no bias: the same scores
+        if self.attn_bias is not None:
+            attn_mask = attn_mask + self.attn_bias[:, :T, :T]
+        if pad_mask is not None:
+            attn_mask = attn_mask.masked_fill(~pad_mask[:, None, None, :], float("-inf"))
+""")]),
+}
+
+
+@pytest.mark.parametrize("case", RIGHT_EDITS)
+def test_a_right_answer_the_stricter_checks_once_failed_passes(case, tmp_path, capsys):
+    name, edits = RIGHT_EDITS[case]
+    source = (ROOT / "cram.py").read_text(encoding="utf-8")
+    for right, other in edits:
+        assert source.count(right) == 1, f"{right!r} is no longer in cram.py: update RIGHT_EDITS"
+        source = source.replace(right, other)
+    (tmp_path / "my_cram.py").write_text(source, encoding="utf-8")
+    assert exercises.main([name, "--file", str(tmp_path / "my_cram.py")]) == 0, capsys.readouterr().out
