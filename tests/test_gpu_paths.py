@@ -864,17 +864,18 @@ def test_a_cuda_test_after_a_cpu_compile_in_its_worker_is_not_told_the_gpu_has_n
     GPU hidden), so conftest.py's fixture that gives a `cuda` test the GPU back also makes torch ask again."""
     import conftest
     from torch.utils import _triton
-    request.addfinalizer(_triton._device_supports_tma.cache_clear)  # asked below with a simulated GPU
-    _triton._device_supports_tma.cache_clear()
-    assert not _triton._device_supports_tma()  # asked as a CPU test's compile asks: no GPU, and cached
+    asks = getattr(_triton, "_device_supports_tma", None) or _triton._device_supports_tensor_descriptor  # 2.14's name
+    request.addfinalizer(asks.cache_clear)  # asked below with a simulated GPU
+    asks.cache_clear()
+    assert not asks()  # asked as a CPU test's compile asks: no GPU, and cached
     monkeypatch.setitem(conftest.REAL, "is_available", lambda: True)  # this machine's torch, as a GPU machine's
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))  # an H100
     monkeypatch.setattr(torch.version, "hip", None)
     conftest.show_the_gpu(monkeypatch)
-    assert torch.cuda.is_available() and _triton._device_supports_tma()
+    assert torch.cuda.is_available() and asks()
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # the GPU hidden again, as after a `cuda` test
     conftest.forget_what_torch_asked_of_cuda()  # what that fixture does then
-    assert not _triton._device_supports_tma()
+    assert not asks()
 
 
 def test_under_pytest_xdist_each_worker_and_what_it_starts_take_their_share_of_the_cores_not_all_of_them():
