@@ -30,7 +30,6 @@ import importlib.machinery
 import importlib.util
 import json
 import math
-import numbers
 import os
 import re
 import sys
