@@ -21,7 +21,7 @@ import torch.nn as nn
 from torch.overrides import TorchFunctionMode
 from tqdm import tqdm
 
-from cram import Config, CramError, CrammedBERT
+from cram import Config, CramError, CrammedBERT, check_config
 from errors import check_writable, not_readable, written_whole
 from hardware import amp_dtype, autocast
 from tasks import METRICS, count
@@ -203,6 +203,9 @@ def load_classifier(path, device="cpu"):
     try:
         saved = torch.load(folder / "model.pt", map_location="cpu", weights_only=True)  # tensors and plain values
         (vocab, seq_len), head, cfg = saved["vocab_seq"], saved["head"], Config(**saved["config"])
+        check_config(cfg)  # values no flag may take, as a checkpoint's (a crafted file: one line, not a crash later)
+        if head["pool"] not in ("cls", "mean") or type(head["pair"]) is not bool or type(head["n_out"]) is not int:
+            raise ValueError(f"its head is {str(head)[:80]}: pool cls or mean, pair true or false, n_out a count")
         with SkipInit():  # no random init for the saved weights to replace; the buffers (pos_table...) are computed
             model = GlueModel(CrammedBERT(cfg, vocab, seq_len), cfg.n_embd, n_out=head["n_out"], hidden=head["hidden"],
                               dropout=0.0, pool=head["pool"], sep_id=head["sep_id"], pair=head["pair"])

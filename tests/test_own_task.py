@@ -2,6 +2,7 @@
 baseline, a kept classifier that classify.py uses (the same predictions, the same metric), and one-line errors."""
 import argparse
 import json
+import math
 import pickle
 import re
 import shutil
@@ -290,6 +291,21 @@ def test_a_crafted_model_pt_runs_nothing_and_is_refused_in_one_line(kept, tmp_pa
     line = one_line([folder, "some text"], "classify.py")
     assert line.startswith("classify.py: error:") and "model.pt is damaged or not a saved classifier" in line
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("edit", [{"head": {"pool": "evil"}}, {"head": {"pair": "yes"}},
+                                  {"config": {"dropout": math.nan}}, {"config": {"n_head": 0}}])
+def test_a_model_pt_with_values_no_flag_may_take_is_damaged_in_one_line(edit, kept, tmp_path):
+    """Crafted (a trial, 2026-12-07): a pool of no kind was taken silently, a NaN dropout crashed at the first forward,
+    n_head 0 was called a change of the model's code."""
+    folder = tmp_path / "edited"
+    shutil.copytree(kept[0] / "model", folder)
+    saved = torch.load(folder / "model.pt", weights_only=True)
+    for key, values in edit.items():
+        saved[key] = {**saved[key], **values}
+    torch.save(saved, folder / "model.pt")
+    line = one_line([folder, "some text"], "classify.py")
+    assert "model.pt is damaged or not a saved classifier" in line, line
 
 
 def test_a_kept_classifier_that_this_code_does_not_build_names_the_weight_not_damage(kept, tmp_path):
