@@ -203,7 +203,7 @@ def load_classifier(path, device="cpu"):
     try:
         saved = torch.load(folder / "model.pt", map_location="cpu", weights_only=True)  # tensors and plain values
         (vocab, seq_len), head, cfg = saved["vocab_seq"], saved["head"], Config(**saved["config"])
-        check_config(cfg)  # values no flag may take, as a checkpoint's (a crafted file: one line, not a crash later)
+        check_config(cfg, model_only=True)  # what builds the model, as a checkpoint's (a crafted file: one line)
         if head["pool"] not in ("cls", "mean") or type(head["pair"]) is not bool or type(head["n_out"]) is not int:
             raise ValueError(f"its head is {str(head)[:80]}: pool cls or mean, pair true or false, n_out a count")
         with SkipInit():  # no random init for the saved weights to replace; the buffers (pos_table...) are computed

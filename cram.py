@@ -370,7 +370,7 @@ def load_model(ckpt_path, device="cpu"):
     ckpt = read_checkpoint(ckpt_path)
     try:
         cfg, meta = Config(**ckpt["config"]), ckpt["meta"]
-        check_config(cfg)  # what it refuses as a flag (a NaN dropout) a file may hold: no crash later
+        check_config(cfg, model_only=True)  # what builds the model, as flags are checked: a NaN dropout, 0 heads
         if "folder" in meta or not is_file_name(meta.get("tokenizer_file") or "tokenizer.json"):
             raise ValueError("its meta names a file outside the checkpoint's folder")  # the tools read there
         model = CrammedBERT(cfg, ckpt["vocab_size"], ckpt["seq_len"])
@@ -384,8 +384,8 @@ def load_model(ckpt_path, device="cpu"):
 # Training: train() is the loop, its steps named above it. In one process `ranks` is rank 0 of 1, does nothing
 # (several processes: hardware.py's last section, and "Scaling out" below, which a first reading skips).
 
-def check_config(cfg):
-    """Reject, in one line each, values that would crash later or quietly train something else."""
+def check_config(cfg, model_only=False):
+    """Reject, in one line each, values that would crash later or quietly train something else (model_only: a file)."""
     finite = all(math.isfinite(v) for v in (cfg.lr, cfg.budget_hours, cfg.grad_clip, cfg.weight_decay, cfg.mask_rate))
     rules = [
         (finite and min(cfg.lr, cfg.grad_clip, cfg.budget_hours) > 0, "--lr and --grad_clip must be > 0, "
@@ -395,10 +395,10 @@ def check_config(cfg):
          f"{cfg.n_head} equal heads"),
         (0 <= cfg.narrow < cfg.n_layer, f"--narrow must be in [0, --n_layer {cfg.n_layer}): a wide block first"),
         (cfg.ffn_hidden >= 2 and cfg.ffn_hidden % 2 == 0, f"--ffn_hidden {cfg.ffn_hidden} must be even: GLU halves it"),
-        (0 < cfg.mask_rate < 1 and (0 < cfg.mask_from < 1 > cfg.mask_to > 0 if cfg.mask_from else cfg.mask_to == .15),
-         "--mask_rate, --mask_from and --mask_to must be between 0 and 1; --mask_to needs --mask_from, its start"),
         (0 <= cfg.dropout < 1 and 0 <= cfg.local_bias < math.inf and (cfg.local_bias == 0 or cfg.n_head >= 2),
          "--dropout must be in [0, 1), --local_bias >= 0, finite and with >= 2 heads (the last one has none)"),
+        (0 < cfg.mask_rate < 1 and (0 < cfg.mask_from < 1 > cfg.mask_to > 0 if cfg.mask_from else cfg.mask_to == .15),
+         "--mask_rate, --mask_from and --mask_to must be between 0 and 1; --mask_to needs --mask_from, its start"),
         (0 <= cfg.beta1 < 1 and 0 <= cfg.beta2 < 1 and cfg.adam_eps >= 0 and cfg.weight_decay >= 0,
          "--beta1 and --beta2 must be in [0, 1), --adam_eps and --weight_decay >= 0"),
         (0 <= cfg.micro_batch <= cfg.batch_size, f"--micro_batch {cfg.micro_batch} must be in [0, --batch_size]"),
@@ -407,7 +407,7 @@ def check_config(cfg):
          "--eval_every must be > 0, --eval_seqs >= 1, --ckpt_every_min >= 0"),
         (cfg.compile in ("auto", "true", "false"), f"--compile must be auto, true or false (got {cfg.compile!r})"),
     ]
-    if message := next((message for ok, message in rules if not ok), None):
+    if message := next((message for ok, message in (rules[1:5] if model_only else rules) if not ok), None):
         raise CramError(message)
 
 

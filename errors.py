@@ -61,7 +61,8 @@ def appended(path):
     could hold log.txt -> ~/.bashrc, and lines from its checkpoint would be appended there."""
     if os.path.islink(path):
         raise CramError(f"{path} is a link to {os.path.realpath(path)}: remove the link, or use another folder")
-    return open(path, "a", buffering=1, encoding="utf-8")
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+    return open(os.open(path, flags, 0o666), "a", buffering=1, encoding="utf-8")  # a link made since: refused too
 
 
 def plain_numbers(record, path, **kinds):

@@ -327,7 +327,7 @@ def moments_fit(saved, optimizer):
     weights = [p for group in optimizer.param_groups for p in group["params"]]
     for i, p in zip((i for group in saved["param_groups"] for i in group["params"]), weights):
         for name, value in saved["state"].get(i, {}).items():
-            if torch.is_tensor(value) and value.dim() > 0 and value.shape != p.shape:
+            if name != "step" and torch.is_tensor(value) and value.shape != p.shape:  # the moments, whatever size
                 raise ValueError(f"the optimizer's {name} of a weight {tuple(p.shape)} is {tuple(value.shape)}")
 
 
