@@ -387,7 +387,7 @@ def load_model(ckpt_path, device="cpu"):
 def check_config(cfg, model_only=False):
     """Reject, in one line each, values that would crash later or quietly train something else (model_only: a file)."""
     finite = all(math.isfinite(v) for v in (cfg.lr, cfg.budget_hours, cfg.grad_clip, cfg.weight_decay, cfg.mask_rate))
-    rules = [
+    rules = [  # rules[1:5]: what builds the model, all that model_only checks
         (finite and min(cfg.lr, cfg.grad_clip, cfg.budget_hours) > 0, "--lr and --grad_clip must be > 0, "
          "--budget_hours must be > 0, and they, --weight_decay and --mask_rate finite numbers"),
         (min(cfg.n_layer, cfg.n_head) >= 1 and cfg.n_embd % cfg.n_head == 0 and cfg.n_embd % 2 == 0,
@@ -462,7 +462,7 @@ def resume(path, cfg, meta, model, optimizer, scaler):
         if ckpt["scaler"]:  # empty from a bf16 or CPU run: an fp16 GPU then starts its loss scale afresh
             scaler.load_state_dict(ckpt["scaler"])
         torch.set_rng_state(ckpt["rng"]["torch"])
-        clock = plain_numbers(ckpt, path, step=int, train_time=float, data_pos=int, val_loss=float)  # log.txt shows it
+        clock = plain_numbers(ckpt, step=int, train_time=float, data_pos=int, val_loss=float)  # log.txt shows them
         return Clock(*clock), was["micro_batch"], ckpt.get("info", {}).get("code")
     except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as e:  # a field missing or wrong
         raise not_readable(path, e) from None

@@ -65,7 +65,7 @@ def appended(path):
     return open(os.open(path, flags, 0o666), "a", buffering=1, encoding="utf-8")  # a link made since: refused too
 
 
-def plain_numbers(record, path, **kinds):
+def plain_numbers(record, **kinds):
     """record[key] for each of kinds' keys, each a number of its kind (an int; a float: an int counts; never a bool),
     not negative (NaN: a float not measured yet). A text or a list there is a damaged or crafted file: ValueError."""
     values = []

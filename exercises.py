@@ -326,8 +326,7 @@ def check_masking(cram):
     n_mask, n_rand = round(0.8 * k), round(0.1 * k)
     random_slots = rows_in.gather(1, rows_at[:, n_mask:n_mask + n_rand]).double()  # (rows, 3)
     picked = torch.zeros(rows.shape, dtype=torch.double).scatter(1, rows_at, 1.0)  # (rows, T)
-    z = lambda a: (a - a.mean(0)) / (a.std(0) + 1e-12)                              # noqa: E731
-    corr = (z(random_slots).T @ z(picked) / (len(rows) - 1)).abs().nan_to_num()    # (3, T)
+    corr = torch.corrcoef(torch.cat([random_slots, picked], 1).T)[:n_rand, n_rand:].abs().nan_to_num()  # (3, T)
     expect(corr.max() < 0.2, f"the random tokens depend on which positions were picked (a correlation of "
            f"{corr.max():.2f} with position {corr.max(0).values.argmax().item()} being picked): " + fresh +
            " (the positions' scores?)")
@@ -550,6 +549,13 @@ def check_sparse_head(cram):
           "tied to it: use the weight itself, not its .data or .detach(), which the backward would skip)", 1e-5)
 
 
+def dropped_once(added, out):
+    """What a block added to x is its sub-layer's `out` through one dropout at p = 0.5: each value 0 or 2 * out, about
+    half of them 0."""
+    dropped, doubled = added.abs() < 1e-6, (added - 2 * out).abs() < 1e-4
+    return bool((dropped | doubled).all()) and 0.3 < dropped.float().mean() < 0.7
+
+
 def check_prenorm(cram):
     torch.manual_seed(0)
     block = cram.Block(small_cfg(cram)).eval()
@@ -598,8 +604,7 @@ def check_prenorm(cram):
             block.get_submodule(other).weight.zero_()                              # the other sub-layer adds 0
             out = getattr(block, sub)(block.norm1(x) if sub == "attn" else block.norm2(x))
             added = block(x) - x
-        dropped, doubled = added.abs() < 1e-6, (added - 2 * out).abs() < 1e-4     # p = 0.5: 0 or out / (1 - p)
-        expect(bool((dropped | doubled).all()) and 0.3 < dropped.float().mean() < 0.7,
+        expect(dropped_once(added, out),
                f"in training (dropout 0.5) each sub-layer's output goes through self.drop before it is added, "
                f"x + self.drop(self.{sub}(...)); yours does not put self.{sub}'s output through it, once")
 
@@ -815,11 +820,9 @@ def check_narrow(cram):
     block.attn.dropout = 0.0                                                       # only self.drop draws
     with torch.no_grad():
         block.ffn.down.weight.zero_()                                              # the feed-forward adds 0
-        added = block(x, None, x) - x
-        out = block.attn(block.norm1(x))
-    dropped, doubled = added.abs() < 1e-6, (added - 2 * out).abs() < 1e-4          # p = 0.5: 0 or out / (1 - p)
-    expect(bool((dropped | doubled).all()) and 0.3 < dropped.float().mean() < 0.7, "in training (dropout 0.5) "
-           "NarrowBlock's attention output goes through self.drop before it is added, as in a Block")
+        gained, out = block(x, None, x) - x, block.attn(block.norm1(x))
+    expect(dropped_once(gained, out), "in training (dropout 0.5) NarrowBlock's attention output goes through "
+                                      "self.drop before it is added, as in a Block")
 
 
 CHECKS = {name[len("check_"):]: fn for name, fn in list(globals().items()) if name.startswith("check_")}
