@@ -18,12 +18,11 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn as nn
-from torch.overrides import TorchFunctionMode
 from tqdm import tqdm
 
 from cram import Config, CramError, CrammedBERT, check_config
 from errors import check_writable, not_readable, written_whole
-from hardware import amp_dtype, autocast
+from hardware import amp_dtype, autocast, built_for
 from tasks import METRICS, count
 from tokenizer import load_tokenizer
 
@@ -181,16 +180,6 @@ def write_classifier(stage, task, keep, cfg, tok, args):
             shutil.copyfile(Path(args.tokenizer_dir) / name, stage / name)
 
 
-class SkipInit(TorchFunctionMode):
-    """Inside it, torch.nn.init's functions leave a tensor as it is: a model built only to receive saved weights skips
-    its random init (the meta device would too, but its first float arange imports sympy and dynamo: 1.2 s, notes)."""
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        if getattr(func, "__module__", None) == "torch.nn.init":
-            return args[0] if args else kwargs["tensor"]
-        return func(*args, **(kwargs or {}))
-
-
 def load_classifier(path, device="cpu"):
     """(model, info, tok) of a saved classifier folder; anything else, or a damaged file, is one line."""
     folder = Path(path)
@@ -206,9 +195,9 @@ def load_classifier(path, device="cpu"):
         check_config(cfg, model_only=True)  # what builds the model, as a checkpoint's (a crafted file: one line)
         if head["pool"] not in ("cls", "mean") or type(head["pair"]) is not bool or type(head["n_out"]) is not int:
             raise ValueError(f"its head is {str(head)[:80]}: pool cls or mean, pair true or false, n_out a count")
-        with SkipInit():  # no random init for the saved weights to replace; the buffers (pos_table...) are computed
-            model = GlueModel(CrammedBERT(cfg, vocab, seq_len), cfg.n_embd, n_out=head["n_out"], hidden=head["hidden"],
-                              dropout=0.0, pool=head["pool"], sep_id=head["sep_id"], pair=head["pair"])
+        model = built_for(saved["model"], cfg.n_layer, lambda: GlueModel(  # no random init; NaN, huge sizes: refused
+            CrammedBERT(cfg, vocab, seq_len), cfg.n_embd, n_out=head["n_out"], hidden=head["hidden"], dropout=0.0,
+            pool=head["pool"], sep_id=head["sep_id"], pair=head["pair"]))
         model.load_state_dict(saved["model"], assign=True)  # the loaded tensors themselves become the weights
     except Exception as e:  # not a torch file, a crafted pickle, a field missing or of the wrong shape
         raise not_readable(folder / "model.pt", e, "a saved classifier", "fine-tune again with --save_model") from None

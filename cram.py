@@ -39,7 +39,7 @@ import torch.nn.functional as F
 
 from errors import CramError, appended, is_file_name, not_readable, plain_numbers, written_whole  # one line; whole
 from hardware import amp_dtype, autocast, device_peak_flops, pick_device, run_info, wants_compile
-from hardware import out_of_memory, safe_console, safe_globals, stop_on_signals  # out of memory, Ctrl+C: save, stop
+from hardware import built_for, out_of_memory, safe_console, safe_globals, stop_on_signals  # a file; OOM, Ctrl+C
 from hardware import fit_micro_batch, moments_fit, shard_model, start_processes  # the GPU's micro-batch; processes
 from prepare import load_split, unigram_entropy  # data/: packed uint16 sequences, and its baseline
 
@@ -373,8 +373,8 @@ def load_model(ckpt_path, device="cpu"):
         check_config(cfg, model_only=True)  # what builds the model, as flags are checked: a NaN dropout, 0 heads
         if "folder" in meta or not is_file_name(meta.get("tokenizer_file") or "tokenizer.json"):
             raise ValueError("its meta names a file outside the checkpoint's folder")  # the tools read there
-        model = CrammedBERT(cfg, ckpt["vocab_size"], ckpt["seq_len"])
-        model.load_state_dict(ckpt["model"])
+        model = built_for(ckpt["model"], cfg.n_layer, lambda: CrammedBERT(cfg, ckpt["vocab_size"], ckpt["seq_len"]))
+        model.load_state_dict(ckpt["model"])  # no random init first (built_for); NaN weights, huge sizes: refused
     except Exception as e:  # a field missing, or of the wrong type or shape
         raise not_readable(ckpt_path, e) from None
     return model.to(device), cfg, meta

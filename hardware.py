@@ -4,7 +4,8 @@ Plain functions of what torch reports (device capability, device name), so tests
 or an H100's answers on a CPU (tests/test_gpu_paths.py), or a Mac's and a Windows laptop's (tests/test_platforms.py).
 cram.py, finetune_glue.py and bench.py share them; every script's main() calls safe_console() first. Fine-tuning's
 small steps on a GPU: Replay (a step as CUDA graphs) and together (a task's seeds trained as one model, attention
-then in PlainAttention's form). fit_micro_batch: the paper's micro-batch from the GPU's memory.
+then in PlainAttention's form). fit_micro_batch: the paper's micro-batch from the GPU's memory. built_for: the
+model a saved file's weights load into, the file checked first.
 """
 import contextlib
 import copy
@@ -22,6 +23,7 @@ import time
 
 import numpy as np
 import torch
+from torch.overrides import TorchFunctionMode
 
 from errors import CramError
 
@@ -317,6 +319,36 @@ def safe_globals(*types):
         return torch.serialization.safe_globals(list(types))
     torch.serialization.add_safe_globals(list(types))
     return contextlib.nullcontext()
+
+
+class SkipInit(TorchFunctionMode):
+    """Inside it, torch.nn.init's functions leave a tensor as it is: a model built only to receive saved weights skips
+    its random init (the meta device would too, but its first float arange imports sympy and dynamo: 1.2 s, notes)."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if getattr(func, "__module__", None) == "torch.nn.init":
+            return args[0] if args else kwargs["tensor"]
+        return func(*args, **(kwargs or {}))
+
+
+def built_for(state, n_layer, build):
+    """build()'s model, to receive a file's weights `state` (a checkpoint, a saved classifier): a file that is damaged,
+    or crafted, is one line (ValueError), not a kill. Its random init is skipped (SkipInit), so weights a config
+    declares cost no memory until loaded: sizes its tensors do not have are refused by load_state_dict, not after
+    gigabytes of init. Each block holds a weight, so n_layer is at most the file's count of them (100,000 blocks take
+    minutes to build). Every weight finite: a NaN (a run that diverged) would answer NaN, silently."""
+    if n_layer > len(state):
+        raise ValueError(f"its config declares {n_layer} blocks, more than its {len(state)} weights could fill")
+    if nan := next((name for name, w in state.items() if torch.is_tensor(w) and w.is_floating_point()
+                    and not torch.isfinite(w).all()), None):
+        raise ValueError(f"its weight {nan} holds NaN or infinity, as a run that diverged leaves it")
+    try:
+        with SkipInit():
+            return build()
+    except RuntimeError as e:  # a declared size past what the machine can allocate (the CPU allocator's words)
+        if "allocate" not in str(e):
+            raise
+        raise ValueError("its config declares a model larger than this machine's memory") from None
 
 
 def moments_fit(saved, optimizer):

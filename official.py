@@ -31,6 +31,7 @@ import torch
 
 from cram import Config, CramError, CrammedBERT, check_config, load_model
 from errors import hub_offline
+from hardware import built_for
 from tokenizer import HF_TOKENIZER_FILES, hf_special_names, load_tokenizer
 
 # Every option of the release's "arch" (the official cramming/config/arch/crammed-bert.yaml), dotted for the nested
@@ -248,9 +249,13 @@ def load_release(path, device="cpu"):
     """cram.load_model for the paper's released folder (or its hub name): (model, cfg with preset "paper", meta)."""
     folder = find_folder(str(path))
     cfg, vocab_size, seq_len = read_config(folder)
-    model = CrammedBERT(cfg, vocab_size, seq_len)
     state = read_weights(folder)
-    expected = {name: w.shape for name, w in to_release(model.state_dict(), cfg).items()}
+    try:  # no random init, nothing allocated for the weights before they load: a crafted config.json is one line
+        model = built_for(state, cfg.n_layer, lambda: CrammedBERT(cfg, vocab_size, seq_len))
+    except ValueError as e:
+        raise CramError(f"{folder}: {e}: a damaged or altered release, refused") from None
+    meta = {name: w.to("meta") for name, w in model.state_dict().items()}  # shapes only: untouched memory stays so
+    expected = {name: w.shape for name, w in to_release(meta, cfg).items()}
     for name, w in state.items():  # named before any layout transform, in the release's own terms
         if name in expected and w.shape != expected[name] and not name.endswith("norm_factor"):
             raise CramError(f"{folder}: {name} has shape {tuple(w.shape)}, config.json implies "

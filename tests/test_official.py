@@ -1,6 +1,7 @@
 """official.py as a specification: the paper's released folder (JonasGeiping/crammed-bert) is our paper preset weight
 for weight, its tokenizer keeps its own special tokens, and anything it cannot be is refused in one line."""
 import json
+import math
 import shutil
 import sys
 from pathlib import Path
@@ -113,6 +114,27 @@ def test_an_unknown_or_missing_option_another_model_type_and_a_wrong_size_are_re
     del config["arch"]["attention"]["rotary_embedding"]
     (folder / "config.json").write_text(json.dumps(config))
     refused(folder, "arch option attention.rotary_embedding = missing")
+
+
+def test_a_config_json_declaring_what_its_weights_cannot_be_and_a_nan_weight_are_refused(tmp_path):
+    """A crafted release: 1,000 layers were built before the weights said no, a vocabulary of 2^40 words was an
+    allocator's message, a hidden size of 4,096 drew ~0.5 GB of random weights first, a NaN weight answered NaN."""
+    from safetensors.torch import load_file, save_file
+    folder = write_release(ours(), tmp_path / "rel")
+    config = json.loads((folder / "config.json").read_text())
+    embedding = config["arch"]["embedding"]
+    for arch, needle in [({"num_transformer_layers": 1000}, "declares 1000 blocks"),
+                         ({"embedding": {**embedding, "vocab_size": 1 << 40}}, "larger than this machine's memory")]:
+        (folder / "config.json").write_text(json.dumps({**config, "arch": {**config["arch"], **arch}}))
+        refused(folder, needle, "a damaged or altered release, refused")
+    wide = {**config["arch"], "hidden_size": 4096, "embedding": {**embedding, "embedding_dim": 4096}}
+    (folder / "config.json").write_text(json.dumps({**config, "arch": wide}))
+    refused(folder, "has shape (50, 32), config.json implies (50, 4096)")
+    (folder / "config.json").write_text(json.dumps(config))
+    state = {k: v.clone() for k, v in load_file(folder / "model.safetensors").items()}
+    state["encoder.final_norm.weight"][0] = math.nan
+    save_file(state, folder / "model.safetensors")
+    refused(folder, "encoder.final_norm.weight holds NaN or infinity")
 
 
 def test_a_missing_an_extra_or_an_untied_tensor_and_another_attention_scale_are_refused(tmp_path):

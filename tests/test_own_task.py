@@ -294,15 +294,18 @@ def test_a_crafted_model_pt_runs_nothing_and_is_refused_in_one_line(kept, tmp_pa
 
 
 @pytest.mark.parametrize("edit", [{"head": {"pool": "evil"}}, {"head": {"pair": "yes"}},
-                                  {"config": {"dropout": math.nan}}, {"config": {"n_head": 0}}])
+                                  {"config": {"dropout": math.nan}}, {"config": {"n_head": 0}},
+                                  {"config": {"n_layer": 1000}}, {"model": {"head.0.weight": math.inf}}])
 def test_a_model_pt_with_values_no_flag_may_take_is_damaged_in_one_line(edit, kept, tmp_path):
     """Crafted (a trial, 2026-12-07): a pool of no kind was taken silently, a NaN dropout crashed at the first forward,
-    n_head 0 was called a change of the model's code."""
+    n_head 0 was called a change of the model's code; 1,000 blocks were built before the weights said no, and a
+    weight of infinity was taken silently (now hardware.built_for)."""
     folder = tmp_path / "edited"
     shutil.copytree(kept[0] / "model", folder)
     saved = torch.load(folder / "model.pt", weights_only=True)
     for key, values in edit.items():
-        saved[key] = {**saved[key], **values}
+        saved[key] = {**saved[key], **{name: torch.full_like(saved[key][name], value) if key == "model" else value
+                                       for name, value in values.items()}}
     torch.save(saved, folder / "model.pt")
     line = one_line([folder, "some text"], "classify.py")
     assert "model.pt is damaged or not a saved classifier" in line, line
