@@ -59,10 +59,17 @@ def written_whole(path, mode="wb", encoding=None, newline=None):
 def appended(path):
     """A log open to append lines, line-buffered (on disk at once). Not through a link: a folder from someone else
     could hold log.txt -> ~/.bashrc, and lines from its checkpoint would be appended there."""
-    if os.path.islink(path):
-        raise CramError(f"{path} is a link to {os.path.realpath(path)}: remove the link, or use another folder")
+    no_link(path)
     flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
     return open(os.open(path, flags, 0o666), "a", buffering=1, encoding="utf-8")  # a link made since: refused too
+
+
+def no_link(path):
+    """path, refused if it is a link: a file or folder we write into, in a folder from someone else, could be a link
+    planted to send what we write elsewhere (log.txt -> ~/.bashrc, predictions -> a folder of yours)."""
+    if os.path.islink(path):
+        raise CramError(f"{path} is a link to {os.path.realpath(path)}: remove the link, or use another folder")
+    return path
 
 
 def plain_numbers(record, **kinds):

@@ -37,6 +37,7 @@ from tqdm import tqdm
 
 from classifier import GlueModel, check_save_dir, collate, decide, encode, predict, save_classifier
 from cram import CramError, CrammedBERT, pick_device
+from errors import no_link
 from hardware import Replay, amp_dtype, autocast, compile_forward, fine_tuning_plan, run_info, safe_console, together
 from hardware import sigterm_as_ctrl_c, use_cuda_graphs
 from official import load_pretrained  # a cram.py checkpoint or the paper's released folder
@@ -327,7 +328,7 @@ def run(args):
     random_inits = [False, True] if args.vs_random else [args.random_init]  # True: the no-pretraining baseline
     paced, pace = plan_run(args, data, device, pretrained, random_inits)  # compiled? seeds in a step? the pace line
     made = [d for d in [out_dir, *out_dir.parents] if not d.exists()]  # the folders this run makes, the deepest first
-    (out_dir / "predictions").mkdir(parents=True, exist_ok=True)  # and leaves no folder
+    no_link(out_dir / "predictions").mkdir(parents=True, exist_ok=True)  # and leaves no folder; never through a link
     report = {r: {"table": {}, "baseline": {}, "results": {}, "tasks": {}, "draws": {}} for r in random_inits}
     outputs, this = {}, own_name(out_dir, data, t_start)  # glue-<tasks>-<time>: this run's own files
     tasks_kept = 0  # tasks in this run's own copy so far

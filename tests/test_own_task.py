@@ -3,6 +3,7 @@ baseline, a kept classifier that classify.py uses (the same predictions, the sam
 import argparse
 import json
 import math
+import os
 import pickle
 import re
 import shutil
@@ -276,6 +277,21 @@ def one_line(args, script="finetune_glue.py"):
                        text=True, timeout=120, cwd=ROOT)
     assert p.returncode != 0 and "Traceback" not in p.stderr, p.stderr
     return p.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink") or os.name == "nt", reason="a link needs a privilege on Windows")
+def test_a_predictions_link_planted_in_a_shared_folder_is_refused_and_nothing_is_written_through_it(ckpt, tmp_path):
+    """finetune_glue.py writes beside the checkpoint by default: a shared folder's predictions -> a folder of the
+    user's sent the tables there (written through the link, 2026-12-07's trial). Refused before any training."""
+    shared, yours = tmp_path / "shared", tmp_path / "yours"
+    shutil.copytree(ckpt.parent, shared)
+    yours.mkdir()
+    (shared / "predictions").symlink_to(yours, target_is_directory=True)
+    train = write(tmp_path / "train.csv", rows(12))
+    line = one_line([shared / "ckpt.pt", "--train_file", train, "--validation_file", train, "--epochs", "1",
+                     "--seeds", "1"])
+    assert line.startswith("finetune_glue.py: error:") and "predictions is a link to" in line, line
+    assert list(yours.iterdir()) == [] and not (shared / "glue.md").exists()
 
 
 def test_a_crafted_model_pt_runs_nothing_and_is_refused_in_one_line(kept, tmp_path):
