@@ -144,7 +144,11 @@ def load_split(data_dir, split):
                         "tokens: the file is truncated or from another run; re-run prepare.py")
     if n == 0:
         raise CramError(f"{path} holds no sequences: prepare more text (or a larger --val_fraction)")
-    return np.memmap(path, dtype=np.uint16, mode="r", shape=(n, T)), meta
+    rows = np.memmap(path, dtype=np.uint16, mode="r", shape=(n, T))
+    if (top := int(rows[:max(1, 50_000_000 // T)].max())) >= meta["vocab_size"]:  # the rows unigram_entropy reads
+        raise CramError(f"{path} holds token id {top}, past meta.json's vocab_size {meta['vocab_size']}: the ids and "
+                        "meta.json come from different runs; re-run prepare.py")  # (else: an IndexError in training)
+    return rows, meta
 
 
 def unigram_entropy(train, val, max_tokens=50_000_000):

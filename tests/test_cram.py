@@ -501,6 +501,11 @@ def test_bad_inputs_get_one_line_errors(tmp_path):
     # on any machine: the tests hide the GPU (conftest.py), from cram.py too
     assert "no CUDA device is visible" in _error(tmp_path, "--data_dir", str(data), "--device", "cuda")
     assert "no checkpoint" in _error(tmp_path, "--data_dir", str(data), "--resume")
+    meta = json.loads((data / "meta.json").read_text())  # ids past the vocabulary: an IndexError's traceback before
+    (data / "meta.json").write_text(json.dumps({**meta, "vocab_size": 32}))
+    assert "holds token id 63, past meta.json's vocab_size 32" in _error(tmp_path, "--data_dir", str(data))
+    assert not (tmp_path / "out").exists()
+    (data / "meta.json").write_text(json.dumps(meta))
     with open(data / "train.bin", "r+b") as f:
         f.truncate(100)
     assert "truncated" in _error(tmp_path, "--data_dir", str(data))
