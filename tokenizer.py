@@ -110,8 +110,10 @@ def hf_special_names(folder):
     names = {}
     for name in reversed(HF_TOKENIZER_FILES):  # special_tokens_map.json wins where both name a token
         spec = json.loads((folder / name).read_text(encoding="utf-8-sig")) if (folder / name).is_file() else {}
-        names |= {k.removesuffix("_token"): v.get("content") if isinstance(v, dict) else v
-                  for k, v in spec.items() if k.endswith("_token") and v}
+        for key, value in spec.items():
+            value = value.get("content") if isinstance(value, dict) else value
+            if key.endswith("_token") and value and isinstance(value, str):  # a list there names no token
+                names[key.removesuffix("_token")] = value
     return names
 
 

@@ -264,6 +264,20 @@ def test_either_tied_key_may_be_missing(dropped, expected, tmp_path):
 
 
 @needs_tiny
+def test_a_special_token_named_by_a_list_names_none_and_the_other_file_s_name_is_used(tmp_path):
+    """special_tokens_map.json with "mask_token": ["<mask>"] (a hand edit, another tool) was a TypeError's
+    traceback; tokenizer_config.json, which names it too, is used. Named by neither file: one line."""
+    shutil.copytree(TINY, tmp_path / "rel")
+    path = tmp_path / "rel" / "special_tokens_map.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "mask_token": ["<mask>"]}))
+    assert prepare.load_tokenizer(tmp_path / "rel", 1024).special == prepare.load_tokenizer(TINY, 1024).special
+    config = tmp_path / "rel" / "tokenizer_config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), "mask_token": {"content": 4}}))
+    with pytest.raises(SystemExit, match="no mask token None in tokenizer.json"):
+        prepare.load_tokenizer(tmp_path / "rel", 1024)
+
+
+@needs_tiny
 def test_the_tokenizer_keeps_the_release_s_special_ids_and_single_template(expected):
     tok = prepare.load_tokenizer(TINY, 1024)
     assert tok.special == {k: tok.backend.token_to_id(f"<{k}>") for k in ("pad", "unk", "cls", "sep", "mask")}
