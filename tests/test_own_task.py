@@ -339,62 +339,66 @@ def test_a_kept_classifier_that_this_code_does_not_build_names_the_weight_not_da
     assert "in the file" in line and line.endswith("or fine-tune again with --save_model"), line
 
 
-@pytest.mark.slow
-def test_bad_own_task_inputs_are_one_line_errors_and_write_nothing(ckpt, tmp_path):
-    good = write(tmp_path / "good.csv", rows(9))
+def write_bad_files(tmp_path):
+    """The files a user gets wrong, in tmp_path, beside a good one (good.csv) and a folder of theirs (foreign)."""
+    write(tmp_path / "good.csv", rows(9))
     (tmp_path / "empty.csv").write_text("", encoding="utf-8")
-    unseen = write(tmp_path / "unseen.csv", rows(4) + [{"sentence": "the cat", "label": "weather"}])
-    single = write(tmp_path / "single.csv", rows(5, label=lambda i: "sport"))
-    binary = write(tmp_path / "binary.csv", rows(9, label=lambda i: str(i % 2)))  # classes 0 and 1
-    quarter = write(tmp_path / "quarter.csv", rows(4, label=lambda i: str(i % 2)) + [{"sentence": "a",
-                                                                                    "label": "0.25"}])
-    two = write(tmp_path / "two.csv", rows(4, label=lambda i: str(i % 2)) + [{"sentence": "a", "label": "2"}])
-    half = write(tmp_path / "half.csv", rows(4) + [{"sentence": "a", "label": "0.5"}])  # beside word classes
-    pointed = write(tmp_path / "pointed.csv", rows(4, label=lambda i: str(i % 2)) + [{"sentence": "a",
-                                                                                    "label": "1.0"}])
-    no_text = write(tmp_path / "no_text.csv", [{**r, "sentence": " "} for r in rows(3)])  # every text empty
+    write(tmp_path / "unseen.csv", rows(4) + [{"sentence": "the cat", "label": "weather"}])
+    write(tmp_path / "single.csv", rows(5, label=lambda i: "sport"))
+    write(tmp_path / "binary.csv", rows(9, label=lambda i: str(i % 2)))  # classes 0 and 1
+    write(tmp_path / "quarter.csv", rows(4, label=lambda i: str(i % 2)) + [{"sentence": "a", "label": "0.25"}])
+    write(tmp_path / "two.csv", rows(4, label=lambda i: str(i % 2)) + [{"sentence": "a", "label": "2"}])
+    write(tmp_path / "half.csv", rows(4) + [{"sentence": "a", "label": "0.5"}])  # beside word classes
+    write(tmp_path / "pointed.csv", rows(4, label=lambda i: str(i % 2)) + [{"sentence": "a", "label": "1.0"}])
+    write(tmp_path / "no_text.csv", [{**r, "sentence": " "} for r in rows(3)])  # every text empty
     (tmp_path / "foreign").mkdir()
     (tmp_path / "foreign" / "notes.txt").write_text("my thesis", encoding="utf-8")
     (tmp_path / "header.csv").write_text("sentence,label\n", encoding="utf-8")
     (tmp_path / "tabs.csv").write_text("sentence\tlabel\nthe cat\tpets\n", encoding="utf-8")
-    base = [ckpt, "--epochs", "1", "--seeds", "1", "--device", "cpu", "--out", tmp_path / "out"]
-    cases = {
-        "empty.csv is empty: it needs a header line and rows": ["--train_file", tmp_path / "empty.csv",
-                                                                "--validation_file", good],
-        "header.csv holds its header and no rows": ["--train_file", tmp_path / "header.csv", "--validation_file", good],
-        "tabs.csv: its header holds tabs, not commas: a tab-separated file must be named .tsv":
-            ["--train_file", tmp_path / "tabs.csv", "--validation_file", good],
-        "has no column 'review'; its columns are ['sentence', 'label']":
-            ["--train_file", good, "--validation_file", good, "--text_columns", "review"],
-        "empty.csv is empty": ["--train_file", good, "--validation_file", tmp_path / "empty.csv"],
-        "unseen.csv line 6: the label 'weather' is not in the training file's usable rows, whose labels are "
-        "['Sci/Tech', 'sport', 'world']: fix the label, or train with it": ["--train_file", good,
-                                                                            "--validation_file", unseen],
-        "quarter.csv line 6: the label '0.25' is not in the training file's usable rows, whose labels are ['0', "
-        "'1']: fix the label, or train with it (a regression? write the training labels with a point: 1.0)":
-            ["--train_file", binary, "--validation_file", quarter],
-        "two.csv line 6: the label '2' is not in the training file's usable rows, whose labels are ['0', '1']: fix "
-        "the label, or train with it": ["--train_file", binary, "--validation_file", two],  # an integer: no hint
-        "half.csv line 6: the label '0.5' is not in the training file's usable rows, whose labels are ['Sci/Tech', "
-        "'sport', 'world']: fix the label, or train with it": ["--train_file", good, "--validation_file", half],
-        "pointed.csv line 6: the label '1.0' is not in the training file's usable rows, whose labels are ['0', '1']: "
-        "fix the label, or train with it (a class? write it 1, as the training file does)":
-            ["--train_file", binary, "--validation_file", pointed],
-        "no_text.csv has no usable rows (line 2: 'sentence' is empty)": ["--train_file", no_text,
-                                                                          "--validation_file", good],
-        "every usable row has the label 'sport': a classifier needs two classes": ["--train_file", single,
-                                                                             "--validation_file", good],
-        "holds something that is not a saved classifier": ["--train_file", good, "--validation_file", good,
-                                                          "--save_model", tmp_path / "foreign"],
-        "--train_file needs --validation_file": ["--train_file", good],
-        "foreign is a folder: name a data file in it": ["--train_file", good,
-                                                        "--validation_file", tmp_path / "foreign"],
-    }
-    for needle, args in cases.items():
-        line = one_line(base + args)
-        assert line.startswith("finetune_glue.py: error:") and needle in line, (needle, line)
-        assert "regression?" not in line or "0.25" in line  # the hint only where a label looks like a regression's
-        assert "a class?" not in line or "1.0" in line
+
+
+BAD_INPUTS = {  # what the line says: the flags that make it (a file's name: the one write_bad_files wrote)
+    "empty.csv is empty: it needs a header line and rows": ["--train_file", "empty.csv", "--validation_file",
+                                                            "good.csv"],
+    "header.csv holds its header and no rows": ["--train_file", "header.csv", "--validation_file", "good.csv"],
+    "tabs.csv: its header holds tabs, not commas: a tab-separated file must be named .tsv":
+        ["--train_file", "tabs.csv", "--validation_file", "good.csv"],
+    "has no column 'review'; its columns are ['sentence', 'label']":
+        ["--train_file", "good.csv", "--validation_file", "good.csv", "--text_columns", "review"],
+    "empty.csv is empty": ["--train_file", "good.csv", "--validation_file", "empty.csv"],
+    "unseen.csv line 6: the label 'weather' is not in the training file's usable rows, whose labels are "
+    "['Sci/Tech', 'sport', 'world']: fix the label, or train with it": ["--train_file", "good.csv",
+                                                                        "--validation_file", "unseen.csv"],
+    "quarter.csv line 6: the label '0.25' is not in the training file's usable rows, whose labels are ['0', "
+    "'1']: fix the label, or train with it (a regression? write the training labels with a point: 1.0)":
+        ["--train_file", "binary.csv", "--validation_file", "quarter.csv"],
+    "two.csv line 6: the label '2' is not in the training file's usable rows, whose labels are ['0', '1']: fix "
+    "the label, or train with it": ["--train_file", "binary.csv", "--validation_file", "two.csv"],  # no hint
+    "half.csv line 6: the label '0.5' is not in the training file's usable rows, whose labels are ['Sci/Tech', "
+    "'sport', 'world']: fix the label, or train with it": ["--train_file", "good.csv", "--validation_file",
+                                                           "half.csv"],
+    "pointed.csv line 6: the label '1.0' is not in the training file's usable rows, whose labels are ['0', '1']: "
+    "fix the label, or train with it (a class? write it 1, as the training file does)":
+        ["--train_file", "binary.csv", "--validation_file", "pointed.csv"],
+    "no_text.csv has no usable rows (line 2: 'sentence' is empty)": ["--train_file", "no_text.csv",
+                                                                      "--validation_file", "good.csv"],
+    "every usable row has the label 'sport': a classifier needs two classes": ["--train_file", "single.csv",
+                                                                         "--validation_file", "good.csv"],
+    "holds something that is not a saved classifier": ["--train_file", "good.csv", "--validation_file", "good.csv",
+                                                      "--save_model", "foreign"],
+    "--train_file needs --validation_file": ["--train_file", "good.csv"],
+    "foreign is a folder: name a data file in it": ["--train_file", "good.csv", "--validation_file", "foreign"],
+}
+
+
+@pytest.mark.parametrize("needle", list(BAD_INPUTS))  # a process each: pytest-xdist spreads them over its workers
+def test_bad_own_task_inputs_are_one_line_errors_and_write_nothing(needle, ckpt, tmp_path):
+    write_bad_files(tmp_path)
+    flags = [tmp_path / a if (tmp_path / a).exists() else a for a in BAD_INPUTS[needle]]
+    line = one_line([ckpt, "--epochs", "1", "--seeds", "1", "--out", tmp_path / "out", *flags])
+    assert line.startswith("finetune_glue.py: error:") and needle in line, (needle, line)
+    assert "regression?" not in line or "0.25" in line  # the hint only where a label looks like a regression's
+    assert "a class?" not in line or "1.0" in line
     assert (tmp_path / "foreign" / "notes.txt").read_text(encoding="utf-8") == "my thesis"
     assert not (tmp_path / "out").exists()  # not even an empty folder: every file is read before it is made
 
