@@ -2,7 +2,7 @@
 might raise MFU, each variant in a process (and a compile) of its own, timed beside the unchanged base the same way.
 A variant becomes the project's code only once a GPU has measured that it pays (docs/notes.md).
 
-    python .ci/mfu_probe.py VARIANT [bench.py's flags]    # VARIANT: base, autotune, qkv3 or tuned
+    python .ci/mfu_probe.py VARIANT [bench.py's flags]    # VARIANT: base, autotune, qkv3, math_attention, tuned
 
 - base: cram.py as it is.
 - autotune: inductor's max-autotune for the matmuls (as `torch.compile(mode="max-autotune-no-cudagraphs")`): each
@@ -13,6 +13,9 @@ A variant becomes the project's code only once a GPU has measured that it pays (
 - qkv3: q, k and v from three matmuls (the GLU's up-projection split in two paid +7%, notes 2026-11-26): each is a
   view of its own (B, T, C) output, so the backward needs no copy of their three gradients into one (B, T, 3C)
   tensor (`add_clone_permute_select_backward`: 3.1% of the step on an H100, 2026-11-27). The same function.
+- math_attention: SDPA's math path, not cuDNN's flash kernel (attention 9.3% of the step on an H100, 2026-11-27): at
+  128 tokens a head's scores are 128 x 128, small enough that plain batched matmuls and a softmax inductor fuses
+  may beat a kernel made for long sequences. The same function, to the rounding of the softmax's order of sums.
 - tuned: inductor's coordinate descent tuning of its own kernels (the GLU's backward, the LayerNorms: a quarter of
   the step), a longer compile. The same code.
 """
@@ -43,8 +46,14 @@ def autotune():
     inductor.max_autotune = True  # a key torch does not know raises here, on the CPU too (the test runs each variant)
 
 
+def math_attention():
+    import torch
+    for kernel in ("flash", "mem_efficient", "cudnn"):  # what SDPA may pick on a GPU; left: the math path
+        getattr(torch.backends.cuda, f"enable_{kernel}_sdp")(False)
+
+
 VARIANTS = {"base": lambda: None, "qkv3": lambda: setattr(cram.Attention, "forward", qkv_as_three_matmuls),
-            "tuned": tune, "autotune": autotune}
+            "tuned": tune, "autotune": autotune, "math_attention": math_attention}
 
 if __name__ == "__main__":
     if len(sys.argv) < 2 or sys.argv[1] not in VARIANTS:
