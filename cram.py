@@ -39,7 +39,7 @@ import torch.nn.functional as F
 
 from errors import CramError, appended, is_file_name, not_readable, plain_numbers, written_whole  # one line; whole
 from hardware import amp_dtype, autocast, device_peak_flops, pick_device, run_info, wants_compile
-from hardware import built_for, out_of_memory, safe_console, safe_globals, stop_on_signals  # a file; OOM, Ctrl+C
+from hardware import built_for, finite, out_of_memory, safe_console, safe_globals, stop_on_signals  # OOM, Ctrl+C
 from hardware import fit_micro_batch, moments_fit, shard_model, start_processes  # the GPU's micro-batch; processes
 from prepare import load_split, unigram_entropy  # data/: packed uint16 sequences, and its baseline
 
@@ -456,7 +456,7 @@ def resume(path, cfg, meta, model, optimizer, scaler):
         if cfg.shard:
             load_shards(ckpt, model, optimizer)
         else:
-            model.load_state_dict(ckpt["model"])
+            model.load_state_dict(finite(ckpt["model"]))  # NaN weights: one line, not a stop at the first step
             moments_fit(ckpt["optimizer"], optimizer)  # fused AdamW writes its moments unchecked: a crash, not a line
             optimizer.load_state_dict(ckpt["optimizer"])  # moves the Adam moments to the parameters' device
         if ckpt["scaler"]:  # empty from a bf16 or CPU run: an fp16 GPU then starts its loss scale afresh

@@ -331,17 +331,24 @@ class SkipInit(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
+def finite(state):
+    """state, a file's weights, if each is finite, else ValueError: a NaN (a run that diverged, a damaged file) would
+    answer NaN silently, or stop a resumed run at its first step."""
+    if nan := next((name for name, w in state.items() if torch.is_tensor(w) and w.is_floating_point()
+                    and not torch.isfinite(w).all()), None):
+        raise ValueError(f"its weight {nan} holds NaN or infinity, as a run that diverged leaves it")
+    return state
+
+
 def built_for(state, n_layer, build):
     """build()'s model, to receive a file's weights `state` (a checkpoint, a saved classifier): a file that is damaged,
     or crafted, is one line (ValueError), not a kill. Its random init is skipped (SkipInit), so weights a config
     declares cost no memory until loaded: sizes its tensors do not have are refused by load_state_dict, not after
     gigabytes of init. Each block holds a weight, so n_layer is at most the file's count of them (100,000 blocks take
-    minutes to build). Every weight finite: a NaN (a run that diverged) would answer NaN, silently."""
+    minutes to build). Every weight finite (finite)."""
     if n_layer > len(state):
         raise ValueError(f"its config declares {n_layer} blocks, more than its {len(state)} weights could fill")
-    if nan := next((name for name, w in state.items() if torch.is_tensor(w) and w.is_floating_point()
-                    and not torch.isfinite(w).all()), None):
-        raise ValueError(f"its weight {nan} holds NaN or infinity, as a run that diverged leaves it")
+    finite(state)
     try:
         with SkipInit():
             return build()

@@ -732,6 +732,19 @@ def test_a_checkpoint_that_declares_what_its_weights_cannot_be_or_holds_nan_is_o
     assert shown in str(e.value) and "damaged" in str(e.value) and "\n" not in str(e.value), str(e.value)
 
 
+def test_a_resume_from_a_checkpoint_with_a_nan_weight_is_one_line_about_the_weight(tmp_path):
+    """It stopped at the first step with "loss is nan: resume with a lower --lr", which would fail the same way."""
+    data = write_data(tmp_path / "data")
+    run_cram("--data_dir", str(data), "--out_dir", str(tmp_path / "out"), "--max_steps", "1", *TINY_FLAGS)
+    saved = torch.load(tmp_path / "out" / "ckpt.pt", weights_only=True)
+    saved["model"]["final_norm.weight"][0] = math.inf
+    torch.save(saved, tmp_path / "out" / "ckpt.pt")
+    p = run_cram("--data_dir", str(data), "--out_dir", str(tmp_path / "out"), "--max_steps", "2", "--resume",
+                 *TINY_FLAGS, check=False)
+    assert p.returncode == 1 and p.stderr.strip().splitlines() == [p.stderr.strip()], p.stderr[-2000:]
+    assert "its weight final_norm.weight holds NaN or infinity" in p.stderr, p.stderr
+
+
 def test_loading_a_checkpoint_draws_no_random_init_for_the_weights_it_replaces(ckpt, monkeypatch):
     """The saved weights replace every parameter: a random init first would only cost time (a 120M model: 1.5 s
     to load, 0.8 s without, notes) and, for a file that declares huge sizes, gigabytes of memory."""
