@@ -39,7 +39,7 @@ import torch.nn.functional as F
 
 from errors import CramError, appended, is_file_name, not_readable, plain_numbers, written_whole  # one line; whole
 from hardware import amp_dtype, autocast, device_peak_flops, pick_device, run_info, wants_compile
-from hardware import built_for, finite, out_of_memory, safe_console, safe_globals, stop_on_signals  # OOM, Ctrl+C
+from hardware import built_for, finite, out_of_memory, safe_console, safe_globals, stop_on_signals  # files; stops
 from hardware import fit_micro_batch, moments_fit, shard_model, start_processes  # the GPU's micro-batch; processes
 from prepare import load_split, unigram_entropy  # data/: packed uint16 sequences, and its baseline
 

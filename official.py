@@ -254,8 +254,8 @@ def load_release(path, device="cpu"):
         model = built_for(state, cfg.n_layer, lambda: CrammedBERT(cfg, vocab_size, seq_len))
     except ValueError as e:
         raise CramError(f"{folder}: {e}: a damaged or altered release, refused") from None
-    meta = {name: w.to("meta") for name, w in model.state_dict().items()}  # shapes only: untouched memory stays so
-    expected = {name: w.shape for name, w in to_release(meta, cfg).items()}
+    shapes = {name: w.to("meta") for name, w in model.state_dict().items()}  # no values: untouched memory stays so
+    expected = {name: w.shape for name, w in to_release(shapes, cfg).items()}
     for name, w in state.items():  # named before any layout transform, in the release's own terms
         if name in expected and w.shape != expected[name] and not name.endswith("norm_factor"):
             raise CramError(f"{folder}: {name} has shape {tuple(w.shape)}, config.json implies "

@@ -132,6 +132,9 @@ def batches(args):  # the stripped, non-empty pieces of the documents in lists f
         yield batch
 
 
+BASELINE_TOKENS = 50_000_000  # the training tokens unigram_entropy counts (and load_split checks)
+
+
 def load_split(data_dir, split):
     """cram.py's reader: `split`.bin memory-mapped as an (N, T) uint16 array, checked against meta.json."""
     meta = read_meta(data_dir)  # a missing or damaged meta.json is a one-line error
@@ -145,13 +148,14 @@ def load_split(data_dir, split):
     if n == 0:
         raise CramError(f"{path} holds no sequences: prepare more text (or a larger --val_fraction)")
     rows = np.memmap(path, dtype=np.uint16, mode="r", shape=(n, T))
-    if (top := int(rows[:max(1, 50_000_000 // T)].max())) >= meta["vocab_size"]:  # the rows unigram_entropy reads
+    top = int(rows[:max(1, BASELINE_TOKENS // T)].max())  # the rows unigram_entropy reads next: cheap, then cached
+    if top >= meta["vocab_size"]:  # (an id past them would be an IndexError in training)
         raise CramError(f"{path} holds token id {top}, past meta.json's vocab_size {meta['vocab_size']}: the ids and "
-                        "meta.json come from different runs; re-run prepare.py")  # (else: an IndexError in training)
+                        "meta.json come from different runs; re-run prepare.py")
     return rows, meta
 
 
-def unigram_entropy(train, val, max_tokens=50_000_000):
+def unigram_entropy(train, val, max_tokens=BASELINE_TOKENS):
     """Cross-entropy (nats) of val tokens under the train unigram distribution: the context-free baseline."""
     rows = max(1, min(len(train), max_tokens // train.shape[1]))
     vocab = int(max(train[:rows].max(), val.max())) + 1

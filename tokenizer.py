@@ -134,7 +134,8 @@ def hf_tokenizer(folder):
     tok.kind = spec["model"]["type"].lower()  # "wordpiece" for the release: fill_mask shows its "##" pieces
     for kind in ("pad", "unk", "cls", "sep", "mask"):
         if (i := tok.backend.token_to_id(names.get(kind) or "")) is None:
-            die(f"{folder}: no {kind} token {names.get(kind)!r} in tokenizer.json (named in {HF_TOKENIZER_FILES})")
+            die(f"{folder}: no {kind} token {names[kind]!r} in tokenizer.json (named in {HF_TOKENIZER_FILES})" if kind
+                in names else f"{folder}: neither of {HF_TOKENIZER_FILES} names a {kind} token by a name")
         tok.special[kind] = i
     single = (spec.get("post_processor") or {}).get("single") or [{}]
     tok.single_as_pair = single[0].get("SpecialToken", {}).get("id") != names["cls"]  # A <sep>: no <cls> first

@@ -15,7 +15,7 @@ A variant becomes the project's code only once a GPU has measured that it pays (
   tensor (`add_clone_permute_select_backward`: 3.1% of the step on an H100, 2026-11-27). The same function.
 - math_attention: SDPA's math path, not cuDNN's flash kernel (attention 9.3% of the step on an H100, 2026-11-27): at
   128 tokens a head's scores are 128 x 128, small enough that plain batched matmuls and a softmax inductor fuses
-  may beat a kernel made for long sequences. The same function, to the rounding of the softmax's order of sums.
+  may beat a kernel made for long sequences. SDPA's own reference path: the same function, to rounding.
 - tuned: inductor's coordinate descent tuning of its own kernels (the GLU's backward, the LayerNorms: a quarter of
   the step), a longer compile. The same code.
 """

@@ -323,7 +323,7 @@ def test_a_model_pt_with_values_no_flag_may_take_is_damaged_in_one_line(edit, ke
         saved[key] = {**saved[key], **{name: torch.full_like(saved[key][name], value) if key == "model" else value
                                        for name, value in values.items()}}
     torch.save(saved, folder / "model.pt")
-    line = one_line([folder, "some text"], "classify.py")
+    line = one_line([folder, "some text [SEP] more text"], "classify.py")  # a pair, as the kept classifier reads
     assert "model.pt is damaged or not a saved classifier" in line, line
 
 
