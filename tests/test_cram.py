@@ -732,6 +732,26 @@ def test_a_checkpoint_that_declares_what_its_weights_cannot_be_or_holds_nan_is_o
     assert shown in str(e.value) and "damaged" in str(e.value) and "\n" not in str(e.value), str(e.value)
 
 
+def test_skip_init_skips_only_parameters_which_the_file_replaces_not_a_buffer_a_learner_draws():
+    """A learner's edit may draw a buffer with nn.init (a fixed random projection): no file holds it (not
+    persistent), so a skipped draw would leave it as whatever memory held (a review, 2026-12-07)."""
+    from hardware import SkipInit
+
+    class Edited(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(64, 64)
+            self.register_buffer("proj", torch.nn.init.normal_(torch.full((64, 64), 7.0)), persistent=False)
+    with SkipInit():
+        edited = Edited()
+    assert edited.proj.ne(7.0).all() and 0.5 < edited.proj.std() < 1.5  # drawn
+    drawn, real = [], torch.Tensor.uniform_  # nn.Linear's kaiming_uniform_ draws through it
+    with pytest.MonkeyPatch.context() as m, SkipInit():
+        m.setattr(torch.Tensor, "uniform_", lambda t, *a, **k: drawn.append(t.shape) or real(t, *a, **k))
+        Edited()
+    assert drawn == []  # the parameters' init: skipped
+
+
 def test_a_resume_from_a_checkpoint_with_a_nan_weight_is_one_line_about_the_weight(tmp_path):
     """It stopped at the first step with "loss is nan: resume with a lower --lr", which would fail the same way."""
     data = write_data(tmp_path / "data")
