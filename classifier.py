@@ -21,7 +21,7 @@ import torch.nn as nn
 from tqdm import tqdm
 
 from cram import Config, CramError, CrammedBERT, check_config
-from errors import check_writable, not_readable, written_whole
+from errors import check_writable, no_link, not_readable, same_kinds, text_of, written_whole
 from hardware import amp_dtype, autocast, built_for
 from tasks import METRICS, count
 from tokenizer import load_tokenizer
@@ -123,7 +123,7 @@ def check_save_dir(path, tasks):
     if len(tasks) != 1:
         raise CramError(f"--save_model keeps one task's classifier, but {len(tasks)} tasks would run: name one with "
                         "--tasks, or use --train_file")
-    check_writable(path, "--save_model")  # its folder: the classifier is built beside it
+    check_writable(no_link(path), "--save_model")  # its folder: the classifier is built beside it, then swapped in
     folder = Path(path).resolve()
     if folder in (Path.cwd(), *Path.cwd().parents) or folder.parent == folder:
         raise CramError(f"--save_model {path} is the folder you are in, or holds it: name a folder of its own, e.g. "
@@ -132,7 +132,10 @@ def check_save_dir(path, tasks):
         raise CramError(f"--save_model {path} holds something that is not a saved classifier: choose a new or empty "
                         "folder (a folder it did not write is never overwritten)")
     if is_classifier(folder):  # the same task's, trained again: replaced; another task's: kept
-        old = json.loads((folder / "classifier.json").read_text(encoding="utf-8-sig")).get("task")
+        if other := sorted({f.name for f in folder.iterdir()} - {"model.pt", "classifier.json", *TOKENIZER_FILES}):
+            raise CramError(f"--save_model {path} holds files a saved classifier does not ({', '.join(other[:3])}): "
+                            "the new one would replace them; move them, or name another folder")
+        old = json.loads(text_of(folder / "classifier.json")).get("task")
         if old != tasks[0].name:
             raise CramError(f"--save_model {path} holds the classifier of another task ({old!r}, not "
                             f"{tasks[0].name!r}): name another folder, or delete that one first")
@@ -141,8 +144,8 @@ def check_save_dir(path, tasks):
 
 def is_classifier(folder):
     try:
-        return json.loads((Path(folder) / "classifier.json").read_text(encoding="utf-8-sig")).get("format") == FORMAT
-    except (OSError, ValueError, AttributeError):
+        return json.loads(text_of(Path(folder) / "classifier.json")).get("format") == FORMAT
+    except (OSError, ValueError, AttributeError, RecursionError):
         return False
 
 
@@ -191,11 +194,11 @@ def load_classifier(path, device="cpu"):
     info = read_info(folder / "classifier.json")
     try:
         saved = torch.load(folder / "model.pt", map_location="cpu", weights_only=True)  # tensors and plain values
-        (vocab, seq_len), head, cfg = saved["vocab_seq"], saved["head"], Config(**saved["config"])
+        (vocab, seq_len), head, cfg = saved["vocab_seq"], saved["head"], same_kinds(Config(**saved["config"]))
         check_config(cfg, model_only=True)  # what builds the model, as a checkpoint's (a crafted file: one line)
         if head["pool"] not in ("cls", "mean") or type(head["pair"]) is not bool or type(head["n_out"]) is not int:
             raise ValueError(f"its head is {str(head)[:80]}: pool cls or mean, pair true or false, n_out a count")
-        model = built_for(saved["model"], cfg.n_layer, lambda: GlueModel(  # no random init; NaN, huge sizes: refused
+        model = built_for(saved["model"], cfg.n_layer, seq_len, lambda: GlueModel(  # no random init; NaN: refused
             CrammedBERT(cfg, vocab, seq_len), cfg.n_embd, n_out=head["n_out"], hidden=head["hidden"], dropout=0.0,
             pool=head["pool"], sep_id=head["sep_id"], pair=head["pair"]))
         model.load_state_dict(saved["model"], assign=True)  # the loaded tensors themselves become the weights
@@ -211,7 +214,7 @@ def load_classifier(path, device="cpu"):
 def read_info(path):
     """classifier.json, checked field by field: a hand edit that breaks it is one line, not a crash later."""
     try:
-        info = json.loads(path.read_text(encoding="utf-8-sig"))
+        info = json.loads(text_of(path))
         if isinstance(info, dict):
             info.setdefault("no_model", {})  # a classifier kept before 2026-11-25 has no no-model scores
         names = lambda x, most: isinstance(x, list) and 1 <= len(x) <= most and all(  # noqa: E731
@@ -229,6 +232,6 @@ def read_info(path):
         if bad := next((key for key, ok in checks if not ok), None):
             raise ValueError(f"{bad!r} holds {str(info[bad])[:60]!r}")
         return info
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:  # JSON errors are ValueErrors
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:  # JSON: ValueErrors
         raise CramError(f"{path} is damaged ({type(e).__name__}: {e}): restore it, or fine-tune again with "
                         "--save_model") from None

@@ -37,7 +37,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from errors import CramError, appended, is_file_name, not_readable, plain_numbers, written_whole  # one line; whole
+from errors import CramError, appended, is_file_name, not_readable, plain_numbers, same_kinds, written_whole
 from hardware import amp_dtype, autocast, device_peak_flops, pick_device, run_info, wants_compile
 from hardware import built_for, finite, out_of_memory, safe_console, safe_globals, stop_on_signals  # files; stops
 from hardware import fit_micro_batch, moments_fit, shard_model, start_processes  # the GPU's micro-batch; processes
@@ -369,12 +369,12 @@ def load_model(ckpt_path, device="cpu"):
     which also takes the paper's released folder."""
     ckpt = read_checkpoint(ckpt_path)
     try:
-        cfg, meta = Config(**ckpt["config"]), ckpt["meta"]
+        cfg, meta, vocab, T = same_kinds(Config(**ckpt["config"])), ckpt["meta"], ckpt["vocab_size"], ckpt["seq_len"]
         check_config(cfg, model_only=True)  # what builds the model, as flags are checked: a NaN dropout, 0 heads
         if "folder" in meta or not is_file_name(meta.get("tokenizer_file") or "tokenizer.json"):
             raise ValueError("its meta names a file outside the checkpoint's folder")  # the tools read there
-        model = built_for(ckpt["model"], cfg.n_layer, lambda: CrammedBERT(cfg, ckpt["vocab_size"], ckpt["seq_len"]))
-        model.load_state_dict(ckpt["model"])  # no random init first (built_for); NaN weights, huge sizes: refused
+        model = built_for(ckpt["model"], cfg.n_layer, T, lambda: CrammedBERT(cfg, vocab, T))  # no random init first
+        model.load_state_dict(ckpt["model"])  # NaN weights, sizes a file cannot have: refused (built_for)
     except Exception as e:  # a field missing, or of the wrong type or shape
         raise not_readable(ckpt_path, e) from None
     return model.to(device), cfg, meta
@@ -395,8 +395,8 @@ def check_config(cfg, model_only=False):
          f"{cfg.n_head} equal heads"),
         (0 <= cfg.narrow < cfg.n_layer, f"--narrow must be in [0, --n_layer {cfg.n_layer}): a wide block first"),
         (cfg.ffn_hidden >= 2 and cfg.ffn_hidden % 2 == 0, f"--ffn_hidden {cfg.ffn_hidden} must be even: GLU halves it"),
-        (0 <= cfg.dropout < 1 and 0 <= cfg.local_bias < math.inf and (cfg.local_bias == 0 or cfg.n_head >= 2),
-         "--dropout must be in [0, 1), --local_bias >= 0, finite and with >= 2 heads (the last one has none)"),
+        (0 <= cfg.dropout < 1 and 0 < cfg.norm_eps < 1 and 0 <= cfg.local_bias < 1e4 and cfg.n_head >= 1 + (
+            cfg.local_bias > 0), "--dropout in [0, 1), --norm_eps in (0, 1), --local_bias in [0, 1e4) with >= 2 heads"),
         (0 < cfg.mask_rate < 1 and (0 < cfg.mask_from < 1 > cfg.mask_to > 0 if cfg.mask_from else cfg.mask_to == .15),
          "--mask_rate, --mask_from and --mask_to must be between 0 and 1; --mask_to needs --mask_from, its start"),
         (0 <= cfg.beta1 < 1 and 0 <= cfg.beta2 < 1 and cfg.adam_eps >= 0 and cfg.weight_decay >= 0,

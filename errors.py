@@ -5,11 +5,18 @@ exits 1. die() stops at once the same way. They live in this small module so tha
 (tasks.py, tokenizer.py) does not import the model's code.
 """
 import contextlib
+import errno
 import os
 import re
 import sys
 import textwrap
 from pathlib import Path
+
+
+# The most a file may declare, checked before anything is built from it: past these a crafted file would take
+# minutes and gigabytes (a block: ~34 KB and 0.5 ms of Python; a row's position tables and attention bias: ~28 T^2
+# bytes with the local bias). A model or a data set of this code stays far below them.
+MOST_BLOCKS, LONGEST_ROW = 1024, 8192
 
 
 class CramError(Exception):
@@ -82,6 +89,27 @@ def plain_numbers(record, **kinds):
             raise ValueError(f"{key} is {value!r:.40}, not a {kind.__name__} of 0 or more")
         values.append(kind(value))
     return values
+
+
+def same_kinds(record, like=None):
+    """record, a dataclass read from a file, if each field holds a value of the kind its default holds (a float field
+    takes an int; a number is never a bool), else ValueError: 4.0 heads or a text norm_eps would fail later, or
+    compute something else."""
+    like = like or type(record)()
+    for name, default in vars(like).items():
+        value, kind = getattr(record, name), type(default)
+        if isinstance(value, bool) != (kind is bool) or not isinstance(value, (int, float) if kind is float else kind):
+            raise ValueError(f"its {name} is {value!r:.40} ({type(value).__name__}), not {kind.__name__}")
+    return record
+
+
+def text_of(path):
+    """A file's text (UTF-8, a byte-order mark dropped), if it is a plain file: a link planted in a folder from someone
+    else to /dev/zero, or a FIFO, would read forever. Else FileNotFoundError: the callers say a file is missing."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(errno.ENOENT, "not a plain file", str(path))
+    with open(path, encoding="utf-8-sig") as f:
+        return f.read()
 
 
 def check_writable(path, flag):

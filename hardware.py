@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch.overrides import TorchFunctionMode
 
-from errors import CramError
+from errors import LONGEST_ROW, MOST_BLOCKS, CramError
 
 
 def amp_dtype(device):
@@ -334,24 +334,29 @@ class SkipInit(TorchFunctionMode):
 
 
 def finite(state):
-    """state, a file's weights, if each is finite, else ValueError: a NaN (a run that diverged, a damaged file) would
-    answer NaN silently, or stop a resumed run at its first step."""
-    if nan := next((name for name, w in state.items() if torch.is_tensor(w) and w.is_floating_point()
+    """state, a file's weights, if each is a plain float tensor (fp8 or complex would be cast, or fail later) and
+    finite, else ValueError: a NaN (a run that diverged, a damaged file) would answer NaN silently, or stop a resumed
+    run at its first step."""
+    plain = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+    if odd := next((name for name, w in state.items() if torch.is_tensor(w) and w.dtype not in plain), None):
+        raise ValueError(f"its weight {odd} is {str(state[odd].dtype)[6:]}, not a float of 16 to 64 bits")
+    if nan := next((name for name, w in state.items() if torch.is_tensor(w)
                     and not torch.isfinite(w.sum(dtype=torch.float32))  # a NaN or inf makes the sum one: 5x faster
                     and not torch.isfinite(w).all()), None):  # (else a sum past float32's range: each value)
         raise ValueError(f"its weight {nan} holds NaN or infinity, as a run that diverged leaves it")
     return state
 
 
-def built_for(state, n_layer, build):
+def built_for(state, n_layer, seq_len, build):
     """build()'s model, to receive a file's weights `state` (a checkpoint, a saved classifier, a release): a file that
     is damaged, or crafted, is one line (ValueError), not a kill. Its random init is skipped (SkipInit), so weights a
     config declares cost no memory until loaded: sizes its tensors do not have are refused by load_state_dict, not
-    after gigabytes of init. (A seq_len's position tables are computed, though: a crafted one can take gigabytes,
-    notes.) Each block holds a weight, so n_layer is at most the file's count of them (100,000 blocks take minutes to
-    build). Every weight finite (finite)."""
-    if n_layer > len(state):
-        raise ValueError(f"its config declares {n_layer} blocks, more than its {len(state)} weights could fill")
+    after gigabytes of init. The position tables are computed, so seq_len, and n_layer, are held to errors.py's limits
+    (100,000 blocks, or rows of 30,000 tokens, took minutes or gigabytes); each block holds a weight, so n_layer is at
+    most the file's count of them too. Every weight finite (finite)."""
+    if not (1 <= n_layer <= min(MOST_BLOCKS, len(state)) and 1 <= seq_len <= LONGEST_ROW):
+        raise ValueError(f"it declares {n_layer} blocks (its weights: {len(state)}; at most {MOST_BLOCKS}) and rows of "
+                         f"{seq_len} tokens (at most {LONGEST_ROW})")
     finite(state)
     try:
         with SkipInit():
@@ -370,8 +375,9 @@ def moments_fit(saved, optimizer):
     weights = [p for group in optimizer.param_groups for p in group["params"]]
     for i, p in zip((i for group in saved["param_groups"] for i in group["params"]), weights):
         for name, value in saved["state"].get(i, {}).items():
-            if name != "step" and torch.is_tensor(value) and value.shape != p.shape:  # the moments, whatever size
-                raise ValueError(f"the optimizer's {name} of a weight {tuple(p.shape)} is {tuple(value.shape)}")
+            if name != "step" and (not torch.is_tensor(value) or value.shape != p.shape):  # the moments: tensors
+                raise ValueError(f"the optimizer's {name} of a weight {tuple(p.shape)} is "
+                                 f"{tuple(value.shape) if torch.is_tensor(value) else type(value).__name__}")
 
 
 def out_of_memory(e, cfg, save, ranks, ckpt_path, step):

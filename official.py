@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 
 from cram import Config, CramError, CrammedBERT, check_config, load_model
-from errors import hub_offline
+from errors import hub_offline, text_of
 from hardware import built_for
 from tokenizer import HF_TOKENIZER_FILES, hf_special_names, load_tokenizer
 
@@ -70,9 +70,9 @@ def read_config(folder):
     """config.json -> (Config with preset "paper", vocab_size, seq_len); any option we do not compute is refused."""
     path = folder / "config.json"
     try:
-        spec = json.loads(path.read_text(encoding="utf-8-sig"))
+        spec = json.loads(text_of(path))
         model_type, arch = spec.get("model_type"), flat(spec["arch"])
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:  # JSON nested 10^5 deep
         if (folder / "ckpt.pt").is_file():
             raise CramError(f"{folder} is a cram.py run: pass its checkpoint, {folder / 'ckpt.pt'}") from None
         what = f"'s config.json is not a crammedBERT config ({type(e).__name__}: {e})" if path.is_file() else \
@@ -251,8 +251,8 @@ def load_release(path, device="cpu"):
     cfg, vocab_size, seq_len = read_config(folder)
     state = read_weights(folder)
     try:  # no random init, nothing allocated for the weights before they load: a crafted config.json is one line
-        model = built_for(state, cfg.n_layer, lambda: CrammedBERT(cfg, vocab_size, seq_len))
-    except ValueError as e:
+        model = built_for(state, cfg.n_layer, seq_len, lambda: CrammedBERT(cfg, vocab_size, seq_len))
+    except (ValueError, RuntimeError, TypeError, OverflowError) as e:  # and sizes past what torch can count
         raise CramError(f"{folder}: {e}: a damaged or altered release, refused") from None
     shapes = {name: w.to("meta") for name, w in model.state_dict().items()}  # no values: untouched memory stays so
     expected = {name: w.shape for name, w in to_release(shapes, cfg).items()}

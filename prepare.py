@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from errors import CramError, die
+from errors import LONGEST_ROW, CramError, die
 from hardware import safe_console, sigterm_as_ctrl_c
 from hub import hub_docs, hub_rows, set_tokenizer  # --hf: a dataset streamed, or the authors' pre-tokenized rows
 from tokenizer import SPECIALS, gpt2_tok, train_wordpiece
@@ -44,6 +44,7 @@ SUFFIXES = (".txt", ".txt.gz", ".jsonl", ".jsonl.gz")  # and WikiExtractor's own
 WIKI_DOC = re.compile(r"^<doc [^\n]*\n(.*?)^</doc>", re.M | re.S)  # an article: its title line and paragraphs
 BATCH_DOCS, BATCH_CHARS = 2000, 8_000_000  # one encode call: enough work for every core, bounded memory
 PIECE_CHARS = 5000  # a longer document is cut into pieces of about this size (~8 rows): see pieces()
+BASELINE_TOKENS = 50_000_000  # the training tokens unigram_entropy counts (and load_split checks)
 
 
 # Text: generators of documents, so memory stays bounded however large the corpus; the same order on every pass.
@@ -131,8 +132,6 @@ def batches(args):  # the stripped, non-empty pieces of the documents in lists f
     if batch:
         yield batch
 
-
-BASELINE_TOKENS = 50_000_000  # the training tokens unigram_entropy counts (and load_split checks)
 
 
 def load_split(data_dir, split):
@@ -244,11 +243,12 @@ def parse_args(argv):
     p.add_argument("--max_rows", type=int, help="a pre-tokenized set: its first N rows (default: all)")
     p.add_argument("--bench", action="store_true", help="time a bare encode call beside pass 2, batch by batch")
     args = p.parse_args(argv)
-    if (not len(SPECIALS) < args.vocab_size < 65536 or args.seq_len < 2 or not 0 <= args.val_fraction < 1 or
+    if (not len(SPECIALS) < args.vocab_size < 65536 or not 2 <= args.seq_len <= LONGEST_ROW or
+            not 0 <= args.val_fraction < 1 or
             (args.tokenizer_docs is not None and args.tokenizer_docs < 1) or args.seed < 0 or
             (args.max_rows is not None and args.max_rows < 1)):
-        die("--vocab_size must be above 5 (the specials) and below 65536 (uint16 ids), --seq_len >= 2, --val_fraction "
-            "in [0, 1), --tokenizer_docs and --max_rows >= 1 (or left out: all), --seed >= 0")
+        die(f"--vocab_size must be above 5 (the specials) and below 65536 (uint16 ids), --seq_len in [2, {LONGEST_ROW}]"
+            ", --val_fraction in [0, 1), --tokenizer_docs and --max_rows >= 1 (or left out: all), --seed >= 0")
     args.source = (os.path.abspath(args.hf) if os.path.isdir(args.hf) else f"hf:{args.hf}/{args.hf_config}:"
                    f"{args.hf_split}") if args.hf else " ".join(args.sources)
     if not (args.hf or args.sources):

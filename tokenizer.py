@@ -12,7 +12,7 @@ import os
 import re
 from pathlib import Path
 
-from errors import die, is_file_name
+from errors import LONGEST_ROW, die, is_file_name, text_of
 
 SPECIALS = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}  # ids 0..4, in order
 
@@ -109,7 +109,7 @@ def hf_special_names(folder):
     {"content": name, ...})."""
     names = {}
     for name in reversed(HF_TOKENIZER_FILES):  # special_tokens_map.json wins where both name a token
-        spec = json.loads((folder / name).read_text(encoding="utf-8-sig")) if (folder / name).is_file() else {}
+        spec = json.loads(text_of(folder / name)) if (folder / name).is_file() else {}
         for key, value in spec.items():
             value = value.get("content") if isinstance(value, dict) else value
             if key.endswith("_token") and value and isinstance(value, str):  # a list there names no token
@@ -126,7 +126,7 @@ def hf_tokenizer(folder):
     from tokenizers import Tokenizer
     try:
         names = hf_special_names(folder)
-        text = (folder / "tokenizer.json").read_text(encoding="utf-8-sig")  # -sig: a byte-order mark is fine
+        text = text_of(folder / "tokenizer.json")  # a byte-order mark is fine
         tok, spec = Tok("wordpiece", Tokenizer.from_str(text)), json.loads(text)
     except Exception as e:  # not JSON, not a tokenizer (tokenizers raises a bare Exception), missing
         die(f"cannot load the tokenizer in {folder} ({type(e).__name__}: {' '.join(str(e).split())[:120]}): "
@@ -145,16 +145,18 @@ def hf_tokenizer(folder):
 # Which tokenizer a folder holds: meta.json, the card prepare.py writes last for a set, names it.
 def read_meta(data_dir):
     try:  # JSON, with every field that cram.py and finetune_glue.py read, of the type prepare.py writes
-        meta = json.loads((path := Path(data_dir) / "meta.json").read_text(encoding="utf-8-sig"))
+        meta = json.loads(text_of(path := Path(data_dir) / "meta.json"))
         n, ids = meta["num_sequences"], meta["special_ids"]
         if not all(type(v) is int for v in (meta["seq_len"], meta["vocab_size"], ids["mask"], n["train"], n["val"])):
             raise ValueError("a count or an id is not a whole number")
-        if meta["seq_len"] < 1 or min(n["train"], n["val"]) < 0 or not all(  # an id past the embedding: IndexError
+        if not 1 <= meta["seq_len"] <= LONGEST_ROW or not 1 <= meta["vocab_size"] <= 65536 or min(
+                n["train"], n["val"]) < 0 or not all(  # an id past the embedding: IndexError
                 type(i) is int and 0 <= i < meta["vocab_size"] for i in ids.values()):
-            raise ValueError("seq_len is below 1, a count below 0, or a special id outside 0..vocab_size-1")
+            raise ValueError(f"seq_len is outside 1..{LONGEST_ROW}, vocab_size outside 1..65536 (uint16 ids), a count "
+                             "below 0, or a special id outside 0..vocab_size-1")
         if meta.get("tokenizer_file") is not None and not is_file_name(meta["tokenizer_file"]):  # cram.py copies it
             raise ValueError(f"tokenizer_file {meta['tokenizer_file']!r} is not a file name in the folder itself")
-    except (OSError, ValueError, KeyError, TypeError) as e:  # JSON and UTF-8 errors are ValueErrors
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as e:  # JSON and UTF-8 errors: ValueErrors
         die(f"no {path}: {'check the path, or ' * (not path.parent.is_dir())}run `python prepare.py --out "
             f"{data_dir}` first (the README's and the class's data: add --vocab_size 8192 --max_tokens_per_char 0.3)"
             if isinstance(e, FileNotFoundError) else
@@ -177,7 +179,7 @@ def load_tokenizer(data_dir, vocab=None):
     else:
         from tokenizers import Tokenizer  # meta.json is written last, so tokenizer.json is there
         try:
-            text = (Path(data_dir) / "tokenizer.json").read_text(encoding="utf-8-sig")  # a byte-order mark is fine
+            text = text_of(Path(data_dir) / "tokenizer.json")  # a byte-order mark is fine
             tok = Tok("wordpiece", Tokenizer.from_str(text))
         except Exception as e:  # tokenizers raises a bare Exception: missing, not JSON, not a tokenizer
             die(f"cannot load {data_dir}/tokenizer.json ({e}): {fix}, or copy the good one there")

@@ -3,6 +3,7 @@ import ast
 import dataclasses
 import json
 import math
+import os
 import re
 import shutil
 import signal
@@ -505,6 +506,12 @@ def test_bad_inputs_get_one_line_errors(tmp_path):
     (data / "meta.json").write_text(json.dumps({**meta, "vocab_size": 32}))
     assert "holds token id 63, past meta.json's vocab_size 32" in _error(tmp_path, "--data_dir", str(data))
     assert not (tmp_path / "out").exists()
+    for edit, shown in [({"seq_len": 20_000}, "seq_len is outside 1..8192"),  # 6.5 GB of attention bias, then a crash
+                        ({"vocab_size": 1 << 40}, "vocab_size outside 1..65536")]:  # a traceback
+        (data / "meta.json").write_text(json.dumps({**meta, **edit}))
+        assert shown in _error(tmp_path, "--data_dir", str(data))
+    (data / "meta.json").write_text("[" * 100_000 + "]" * 100_000)  # a RecursionError's traceback
+    assert "meta.json is damaged (RecursionError" in _error(tmp_path, "--data_dir", str(data))
     (data / "meta.json").write_text(json.dumps(meta))
     with open(data / "train.bin", "r+b") as f:
         f.truncate(100)
@@ -521,7 +528,8 @@ def test_bad_inputs_get_one_line_errors(tmp_path):
     (["--n_embd", "127", "--n_head", "1"], "even (sin/cos pairs)"),
     (["--ffn_hidden", "511"], "--ffn_hidden 511 must be even"),
     (["--beta2", "1"], "--beta2"), (["--weight_decay", "-0.1"], "--weight_decay >= 0"),
-    (["--dropout", "1"], "--dropout"), (["--local_bias", "-1"], "--local_bias >= 0"),
+    (["--dropout", "1"], "--dropout"), (["--local_bias", "-1"], "--local_bias in [0, 1e4)"),
+    (["--local_bias", "1e300"], "--local_bias in [0, 1e4)"), (["--norm_eps", "0"], "--norm_eps in (0, 1)"),
     (["--n_head", "1"], "with >= 2 heads"), (["--narrow", "2"], "--narrow must be in [0, --n_layer 2)"),
     (["--narrow", "-1"], "--narrow must be in"),
     (["--eval_every", "0"], "--eval_every must be > 0"), (["--eval_seqs", "0"], "--eval_seqs >= 1"),
@@ -647,6 +655,8 @@ CKPT_DAMAGE = {  # what a checkpoint can suffer -> a function of the good checkp
     "Adam moments of one number": lambda ckpt: {**ckpt, "optimizer": {**ckpt["optimizer"], "state": {
         **ckpt["optimizer"]["state"], 0: {**ckpt["optimizer"]["state"][0], "exp_avg": torch.tensor(0.0),
                                           "exp_avg_sq": torch.tensor(0.0)}}}},
+    "Adam moments as a list": lambda ckpt: {**ckpt, "optimizer": {**ckpt["optimizer"], "state": {  # a 435-line
+        **ckpt["optimizer"]["state"], 0: {**ckpt["optimizer"]["state"][0], "exp_avg": [0.0]}}}},  # traceback
 }
 
 
@@ -712,17 +722,23 @@ def test_a_checkpoint_whose_meta_names_a_file_outside_its_folder_is_called_damag
 
 
 @pytest.mark.parametrize("edit, shown", [
-    ({"config": {"n_layer": 1000}}, "declares 1000 blocks, more than its"),  # building 100,000 blocks took minutes
+    ({"config": {"n_layer": 1000}}, "declares 1000 blocks (its weights: "),  # 100,000 blocks took minutes to build
+    ({"config": {"n_layer": 100_000}}, "; at most 1024)"),  # past the cap, however many entries pad the file
+    ({"seq_len": 30_000}, "rows of 30000 tokens (at most 8192)"),  # position tables, attention bias: ~25 GB
+    ({"config": {"n_head": 4.0}}, "its n_head is 4.0 (float), not int"), ({"config": {"norm_eps": -1.0}}, "--norm_eps"),
     ({"vocab_size": 1 << 40}, "declares a model larger than this machine's memory"),  # one allocation refused
-    ({"model": "nan"}, "its weight blocks.0.ffn.up.weight holds NaN or infinity")])  # NaN answers, said nowhere
+    ({"model": "nan"}, "its weight blocks.0.ffn.up.weight holds NaN or infinity"),  # NaN answers, said nowhere
+    ({"model": torch.complex64}, "its weight blocks.0.ffn.up.weight is complex64, not a float of 16 to 64 bits")])
 def test_a_checkpoint_that_declares_what_its_weights_cannot_be_or_holds_nan_is_one_line(edit, shown, ckpt, tmp_path):
     """A damaged or crafted file from someone else: a line, not minutes of building, an allocator's words, or a model
     that answers NaN. Its weights are loaded without a random init first (hardware.built_for)."""
     saved = torch.load(ckpt, weights_only=True)
     for key, value in edit.items():
-        if value == "nan":
+        if key == "model":  # one weight NaN, or of another dtype (complex's NaN passed a check for floats)
             weights = {name: w.clone() for name, w in saved["model"].items()}
-            weights["blocks.0.ffn.up.weight"][0, 0] = math.nan
+            w = weights["blocks.0.ffn.up.weight"]
+            weights["blocks.0.ffn.up.weight"] = w.index_fill(1, torch.tensor([0]), math.nan) if value == "nan" else \
+                w.to(value)
             saved["model"] = weights
         else:
             saved[key] = {**saved[key], **value} if isinstance(value, dict) else value
@@ -730,6 +746,20 @@ def test_a_checkpoint_that_declares_what_its_weights_cannot_be_or_holds_nan_is_o
     with pytest.raises(cram.CramError) as e:
         cram.load_model(str(tmp_path / "ckpt.pt"))
     assert shown in str(e.value) and "damaged" in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs, nor /dev/zero, on Windows")
+@pytest.mark.parametrize("kind", ["/dev/zero", "a FIFO"])
+def test_a_tokenizer_json_that_is_no_plain_file_is_one_line_not_a_read_that_never_ends(kind, ckpt, tmp_path):
+    """A link to /dev/zero read until memory ran out, a FIFO waited forever (a trial, 2026-12-07)."""
+    from tokenizer import load_tokenizer
+    folder = tmp_path / "shared"
+    shutil.copytree(ckpt.parent, folder)
+    (folder / "tokenizer.json").unlink()
+    (folder / "tokenizer.json").symlink_to("/dev/zero") if kind == "/dev/zero" else os.mkfifo(folder / "tokenizer.json")
+    with pytest.raises(SystemExit, match="not a plain file") as e:
+        load_tokenizer(folder, 64)
+    assert "\n" not in str(e.value.code)
 
 
 def test_skip_init_skips_only_parameters_which_the_file_replaces_not_a_buffer_a_learner_draws():

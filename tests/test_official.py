@@ -124,7 +124,9 @@ def test_a_config_json_declaring_what_its_weights_cannot_be_and_a_nan_weight_are
     config = json.loads((folder / "config.json").read_text())
     embedding = config["arch"]["embedding"]
     for arch, needle in [({"num_transformer_layers": 1000}, "declares 1000 blocks"),
-                         ({"embedding": {**embedding, "vocab_size": 1 << 40}}, "larger than this machine's memory")]:
+                         ({"embedding": {**embedding, "vocab_size": 1 << 40}}, "larger than this machine's memory"),
+                         ({"embedding": {**embedding, "vocab_size": 1 << 62}}, "Storage size calculation overflowed"),
+                         ({"embedding": {**embedding, "max_seq_length": 10 ** 7}}, "rows of 10000000 tokens")]:
         (folder / "config.json").write_text(json.dumps({**config, "arch": {**config["arch"], **arch}}))
         refused(folder, needle, "a damaged or altered release, refused")
     wide = {**config["arch"], "hidden_size": 4096, "embedding": {**embedding, "embedding_dim": 4096}}
@@ -224,7 +226,7 @@ def test_a_tokenizer_folder_without_meta_json_is_read_as_hugging_face_s(tmp_path
     got = prepare.load_tokenizer(tmp_path, len(vocab))
     assert got.special == {"pad": 2, "unk": 6, "cls": 5, "sep": 1, "mask": 4} and got.single_as_pair
     (tmp_path / "tokenizer_config.json").unlink()
-    with pytest.raises(SystemExit, match="no mask token None"):
+    with pytest.raises(SystemExit, match="names a mask token by a name"):
         prepare.load_tokenizer(tmp_path, len(vocab))
 
 

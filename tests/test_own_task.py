@@ -294,6 +294,23 @@ def test_a_predictions_link_planted_in_a_shared_folder_is_refused_and_nothing_is
     assert list(yours.iterdir()) == [] and not (shared / "glue.md").exists()
 
 
+@pytest.mark.skipif(os.name == "nt", reason="a link needs a privilege on Windows")
+def test_save_model_replaces_only_a_classifier_never_a_folder_of_yours_or_through_a_link(kept, ckpt, tmp_path):
+    """Replacing a saved classifier of the same task deleted a user's other files in that folder, and a link as
+    --save_model replaced the folder it points to (a trial, 2026-12-07)."""
+    _, train, dev, _ = kept
+    yours = tmp_path / "yours"
+    shutil.copytree(kept[0] / "model", yours)
+    (yours / "MYNOTE.txt").write_text("keep me", encoding="utf-8")
+    (tmp_path / "link").symlink_to(yours, target_is_directory=True)
+    for folder, needle in [(yours, "holds files a saved classifier does not (MYNOTE.txt)"), (tmp_path / "link",
+                                                                                             "link is a link to")]:
+        line = one_line([ckpt, "--train_file", train, "--validation_file", dev, "--save_model", folder, "--out",
+                         tmp_path / "out"])
+        assert needle in line, line
+    assert (yours / "MYNOTE.txt").read_text(encoding="utf-8") == "keep me"
+
+
 def test_a_crafted_model_pt_runs_nothing_and_is_refused_in_one_line(kept, tmp_path):
     folder = tmp_path / "crafted"
     folder.mkdir()

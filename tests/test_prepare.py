@@ -274,6 +274,12 @@ def test_random_bytes_in_any_input_file_are_a_one_line_error(name, seed, out, tm
     assert snapshot(out) == before
 
 
+def test_rows_longer_than_cram_py_and_the_tools_build_are_refused_before_any_work(tmp_path):
+    r = run_cli(write_txt(tmp_path / "txt", n=4), "--seq_len", "8193", "--out", tmp_path / "out")
+    assert r.returncode != 0 and "--seq_len in [2, 8192]" in r.stderr.strip().splitlines()[-1], r.stderr
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("case", ["missing path", "no usable files", "empty corpus", "all filtered", "too few tokens",
                                   "vocab too large", "hub unreachable", "unknown tokenizer", "vocab too small",
                                   "no tokenizer docs", "negative seed", "bad json line", "out is a file"])
