@@ -796,8 +796,8 @@ def test_a_resume_from_a_checkpoint_with_a_nan_weight_is_one_line_about_the_weig
 
 
 def test_loading_a_checkpoint_draws_no_random_init_for_the_weights_it_replaces(ckpt, monkeypatch):
-    """The saved weights replace every parameter: a random init first would only cost time (a 120M model: 1.5 s
-    to load, 0.8 s without, notes) and, for a file that declares huge sizes, gigabytes of memory."""
+    """The saved weights replace every parameter: a random init first would only cost time (a 120M model: 1.6 s
+    to load, 0.6-0.8 s without, notes) and, for a file that declares huge sizes, gigabytes of memory."""
     drawn, real = [], torch.Tensor.normal_  # what nn.init.normal_ calls to draw
     monkeypatch.setattr(torch.Tensor, "normal_", lambda t, *a, **k: drawn.append(t.shape) or real(t, *a, **k))
     model, _, _ = cram.load_model(str(ckpt))
