@@ -475,12 +475,12 @@ class Log:
         self.master, self.T, self.baseline, self.flops, self.peak = master, meta["seq_len"], baseline, flops, peak
         if master:  # finetune_glue.py finds meta.json and the tokenizer beside ckpt.pt (read_meta: bare names)
             os.makedirs(cfg.out_dir, exist_ok=True)
-            for name in ("meta.json", meta.get("tokenizer_file") or ""):
+            self.files = [appended(os.path.join(cfg.out_dir, name)) for name in ("log.txt", "metrics.jsonl")]
+            for name in ("meta.json", meta.get("tokenizer_file") or ""):  # after the logs: a link there copies nothing
                 source, copy = (os.path.join(folder, name) for folder in (cfg.data_dir, cfg.out_dir))
                 if name and os.path.exists(source) and not (os.path.exists(copy) and filecmp.cmp(source, copy, False)):
                     with open(source, "rb") as f, written_whole(copy) as g:  # a full disk keeps the old copy
                         shutil.copyfileobj(f, g)
-            self.files = [appended(os.path.join(cfg.out_dir, name)) for name in ("log.txt", "metrics.jsonl")]
 
     def __call__(self, msg, **metrics):
         if self.master:

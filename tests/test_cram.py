@@ -889,3 +889,4 @@ def test_a_link_planted_in_a_shared_folder_is_never_written_through(tmp_path):
     assert p.returncode == 1 and p.stderr.strip().splitlines()[-1].endswith("remove the link, or use another folder")
     assert len(p.stderr.strip().splitlines()) == 1 and "log.txt is a link to" in p.stderr, p.stderr[-2000:]
     assert victim.read_text() == "a user's shell start-up\n"
+    assert sorted(f.name for f in out.iterdir()) == ["glue.md", "log.txt"]  # no meta.json copied in (a trial)
