@@ -196,8 +196,10 @@ def load_classifier(path, device="cpu"):
         saved = torch.load(folder / "model.pt", map_location="cpu", weights_only=True)  # tensors and plain values
         (vocab, seq_len), head, cfg = saved["vocab_seq"], saved["head"], same_kinds(Config(**saved["config"]))
         check_config(cfg, model_only=True)  # what builds the model, as a checkpoint's (a crafted file: one line)
-        if head["pool"] not in ("cls", "mean") or type(head["pair"]) is not bool or type(head["n_out"]) is not int:
-            raise ValueError(f"its head is {str(head)[:80]}: pool cls or mean, pair true or false, n_out a count")
+        if head["pool"] not in ("cls", "mean") or type(head["pair"]) is not bool or type(head["n_out"]) is not int or \
+                type(head["sep_id"]) is not int or not 0 <= head["sep_id"] < vocab:  # else [SEP] counted in the mean
+            raise ValueError(f"its head is {str(head)[:80]}: pool cls or mean, pair true or false, n_out a count, "
+                             "sep_id a token id")
         model = built_for(saved["model"], cfg.n_layer, seq_len, lambda: GlueModel(  # no random init; NaN: refused
             CrammedBERT(cfg, vocab, seq_len), cfg.n_embd, n_out=head["n_out"], hidden=head["hidden"], dropout=0.0,
             pool=head["pool"], sep_id=head["sep_id"], pair=head["pair"]))

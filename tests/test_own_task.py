@@ -326,13 +326,13 @@ def test_a_crafted_model_pt_runs_nothing_and_is_refused_in_one_line(kept, tmp_pa
     assert not marker.exists()
 
 
-@pytest.mark.parametrize("edit", [{"head": {"pool": "evil"}}, {"head": {"pair": "yes"}},
+@pytest.mark.parametrize("edit", [{"head": {"pool": "evil"}}, {"head": {"pair": "yes"}}, {"head": {"sep_id": None}},
                                   {"config": {"dropout": math.nan}}, {"config": {"n_head": 0}},
                                   {"config": {"n_layer": 1000}}, {"model": {"head.0.weight": math.inf}}])
 def test_a_model_pt_with_values_no_flag_may_take_is_damaged_in_one_line(edit, kept, tmp_path):
     """Crafted (a trial, 2026-12-07): a pool of no kind was taken silently, a NaN dropout crashed at the first forward,
     n_head 0 was called a change of the model's code; 1,000 blocks were built before the weights said no, and a
-    weight of infinity was taken silently (now hardware.built_for)."""
+    weight of infinity was taken silently (now hardware.built_for), and a sep_id of None counted [SEP] in the mean."""
     folder = tmp_path / "edited"
     shutil.copytree(kept[0] / "model", folder)
     saved = torch.load(folder / "model.pt", weights_only=True)
