@@ -91,12 +91,11 @@ def plain_numbers(record, **kinds):
     return values
 
 
-def same_kinds(record, like=None):
+def same_kinds(record):
     """record, a dataclass read from a file, if each field holds a value of the kind its default holds (a float field
     takes an int; a number is never a bool), else ValueError: 4.0 heads or a text norm_eps would fail later, or
     compute something else."""
-    like = like or type(record)()
-    for name, default in vars(like).items():
+    for name, default in vars(type(record)()).items():
         value, kind = getattr(record, name), type(default)
         if isinstance(value, bool) != (kind is bool) or not isinstance(value, (int, float) if kind is float else kind):
             raise ValueError(f"its {name} is {value!r:.40} ({type(value).__name__}), not {kind.__name__}")

@@ -133,7 +133,6 @@ def batches(args):  # the stripped, non-empty pieces of the documents in lists f
         yield batch
 
 
-
 def load_split(data_dir, split):
     """cram.py's reader: `split`.bin memory-mapped as an (N, T) uint16 array, checked against meta.json."""
     meta = read_meta(data_dir)  # a missing or damaged meta.json is a one-line error
@@ -157,8 +156,8 @@ def load_split(data_dir, split):
 def unigram_entropy(train, val, max_tokens=BASELINE_TOKENS):
     """Cross-entropy (nats) of val tokens under the train unigram distribution: the context-free baseline."""
     rows = max(1, min(len(train), max_tokens // train.shape[1]))
-    vocab = int(max(train[:rows].max(), val.max())) + 1
-    counts = np.bincount(np.asarray(train[:rows]).ravel(), minlength=vocab).astype(np.float64) + 1.0
+    counts = np.bincount(np.asarray(train[:rows]).ravel(), minlength=int(val.max()) + 1)  # as long as the larger id
+    counts = counts.astype(np.float64) + 1.0
     logp = np.log(counts / counts.sum())
     return float(-logp[np.asarray(val).ravel()].mean())
 
