@@ -40,7 +40,7 @@ import torch.nn.functional as F
 from errors import CramError, appended, is_file_name, not_readable, plain_numbers, same_kinds, written_whole
 from hardware import amp_dtype, autocast, device_peak_flops, pick_device, run_info, wants_compile
 from hardware import built_for, finite, out_of_memory, safe_console, safe_globals, stop_on_signals  # files; stops
-from hardware import fit_micro_batch, moments_fit, shard_model, start_processes  # the GPU's micro-batch; processes
+from hardware import fit_micro_batch, optimizer_state_for, shard_model, start_processes  # the GPU's micro-batch
 from prepare import load_split, unigram_entropy  # data/: packed uint16 sequences, and its baseline
 
 
@@ -453,16 +453,16 @@ def resume(path, cfg, meta, model, optimizer, scaler):
             if was.get(key) != now.get(key):
                 raise CramError(f"{path} was trained with {key}={was.get(key)} but this run has {now.get(key)}: "
                                 "use the same preset, flags and --data_dir, or another --out_dir")
+        ckpt["optimizer"] = optimizer_state_for(optimizer, ckpt["optimizer"], by_position=not cfg.shard)  # checked
         if cfg.shard:
             load_shards(ckpt, model, optimizer)
         else:
             model.load_state_dict(finite(ckpt["model"]))  # NaN weights: one line, not a stop at the first step
-            moments_fit(ckpt["optimizer"], optimizer)  # fused AdamW writes its moments unchecked: a crash, not a line
             optimizer.load_state_dict(ckpt["optimizer"])  # moves the Adam moments to the parameters' device
         if ckpt["scaler"]:  # empty from a bf16 or CPU run: an fp16 GPU then starts its loss scale afresh
             scaler.load_state_dict(ckpt["scaler"])
         torch.set_rng_state(ckpt["rng"]["torch"])
-        clock = plain_numbers(ckpt, step=int, train_time=float, data_pos=int, val_loss=float)  # log.txt shows them
+        clock = plain_numbers(ckpt, ("val_loss",), step=int, train_time=float, data_pos=int, val_loss=float)  # logged
         return Clock(*clock), was["micro_batch"], ckpt.get("info", {}).get("code")
     except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as e:  # a field missing or wrong
         raise not_readable(path, e) from None

@@ -79,14 +79,16 @@ def no_link(path):
     return path
 
 
-def plain_numbers(record, **kinds):
-    """record[key] for each of kinds' keys, each a number of its kind (an int; a float: an int counts; never a bool),
-    not negative (NaN: a float not measured yet). A text or a list there is a damaged or crafted file: ValueError."""
+def plain_numbers(record, nan_ok=(), **kinds):
+    """record[key] for each of kinds' keys, each a number of its kind (an int; a float: an int counts; never a bool)
+    in [0, 2**53), or NaN for a key in nan_ok (not measured yet). A text, a list, 10**30 rows or an endless clock
+    there is a damaged or crafted file: ValueError."""
     values = []
     for key, kind in kinds.items():
         value = record[key]
-        if isinstance(value, bool) or not isinstance(value, (int, kind)) or not (value >= 0 or value != value):
-            raise ValueError(f"{key} is {value!r:.40}, not a {kind.__name__} of 0 or more")
+        if isinstance(value, bool) or not isinstance(value, (int, kind)) or not (
+                0 <= value < 2**53 or (key in nan_ok and value != value)):
+            raise ValueError(f"{key} is {value!r:.40}, not a number ({kind.__name__}) in [0, 2**53)")
         values.append(kind(value))
     return values
 

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import cram  # noqa: E402
+import prepare  # noqa: E402
 from cram import Config, CrammedBERT, batch_size_at, lr_at, mask_tokens, sinusoidal_table  # noqa: E402
 
 TINY = dict(n_layer=2, n_embd=32, n_head=2, ffn_hidden=64)
@@ -657,6 +658,9 @@ CKPT_DAMAGE = {  # what a checkpoint can suffer -> a function of the good checkp
                                           "exp_avg_sq": torch.tensor(0.0)}}}},
     "Adam moments as a list": lambda ckpt: {**ckpt, "optimizer": {**ckpt["optimizer"], "state": {  # a 435-line
         **ckpt["optimizer"]["state"], 0: {**ckpt["optimizer"]["state"][0], "exp_avg": [0.0]}}}},  # traceback
+    "a data position past any data": lambda ckpt: {**ckpt, "data_pos": 10**30},  # numpy's IndexError at the 1st step
+    "a budget clock of NaN": lambda ckpt: {**ckpt, "train_time": math.nan},  # ran, "nan budget minutes"
+    "an endless budget clock": lambda ckpt: {**ckpt, "train_time": math.inf},
 }
 
 
@@ -685,6 +689,25 @@ def test_a_damaged_checkpoint_is_one_line_and_a_failed_resume_touches_nothing(da
                                       *TINY_FLAGS]))
     assert len(str(e.value).splitlines()) == 1
     assert files_of(out) == before  # no log line appended, no meta.json copied over, the checkpoint as it was
+
+
+def test_resume_takes_this_runs_optimizer_settings_and_the_files_moments(trained, tmp_path):
+    """AdamW's betas, eps and weight decay came from the file, over the flags: a crafted beta of 5 diverged, text or
+    one beta was a traceback in the step, and a --weight_decay changed on --resume did nothing, silently."""
+    data, good = trained
+    out = tmp_path / "out"
+    shutil.copytree(good, out)
+    ckpt = torch.load(good / "ckpt.pt", weights_only=False)
+    for group in ckpt["optimizer"]["param_groups"]:
+        group.update(betas=(5.0, "x"), eps=-1.0, weight_decay=7.0)
+    torch.save(ckpt, out / "ckpt.pt")
+    p = run_cram("--data_dir", str(data), "--out_dir", str(out), "--resume", "--max_steps", "4", *TINY_FLAGS,
+                 "--weight_decay", "0.05", check=False)
+    assert p.returncode == 0, p.stderr[-2000:]
+    after = torch.load(out / "ckpt.pt", weights_only=True)
+    assert [(g["betas"], g["eps"], g["weight_decay"]) for g in after["optimizer"]["param_groups"]] == [
+        ((0.9, 0.98), 1e-12, 0.05), ((0.9, 0.98), 1e-12, 0.0)]  # the flags' (the decay: matrices only)
+    assert math.isfinite(after["val_loss"]) and after["step"] == 4
 
 
 def test_no_function_in_cram_py_is_longer_than_a_screen():
@@ -890,3 +913,17 @@ def test_a_link_planted_in_a_shared_folder_is_never_written_through(tmp_path):
     assert len(p.stderr.strip().splitlines()) == 1 and "log.txt is a link to" in p.stderr, p.stderr[-2000:]
     assert victim.read_text() == "a user's shell start-up\n"
     assert sorted(f.name for f in out.iterdir()) == ["glue.md", "log.txt"]  # no meta.json copied in (a trial)
+
+
+def test_an_id_past_the_vocabulary_anywhere_in_the_data_is_refused_before_training(tmp_path, monkeypatch):
+    """load_split checked only the rows unigram_entropy counts (the first 50 M tokens): an id past them stopped
+    training with an IndexError whenever a batch reached it (on a GPU: a device-side assert)."""
+    data = write_data(tmp_path / "data")
+    rows = np.memmap(data / "train.bin", dtype=np.uint16, mode="r+", shape=(64, 32))
+    rows[-1, -1] = 64  # the last token of the last row: the vocabulary is 0..63
+    rows.flush()
+    del rows
+    monkeypatch.setattr(prepare, "BASELINE_TOKENS", 32 * 4)  # 4 rows counted for the baseline, as 50 M of billions
+    with pytest.raises(cram.CramError, match="train.bin holds token id 64, past meta.json's vocab_size 64"):
+        cram.train(cram.parse_config(["--data_dir", str(data), "--out_dir", str(tmp_path / "out"), *TINY_FLAGS]))
+    assert not (tmp_path / "out").exists()
