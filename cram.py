@@ -87,7 +87,7 @@ class Config:
     eval_every: float = arg(0.1, "validate every this fraction of the budget, and at the end")
     eval_seqs: int = arg(1024, "validation sequences per evaluation (fixed masking seed)")
     ckpt_every_min: float = arg(30.0, "checkpoint every this many budget minutes, and at the end")
-    resume: bool = arg(False, "continue from out_dir/ckpt.pt")
+    resume: bool = arg(False, "continue from out_dir/ckpt.pt (the same model and data; optimizer flags: this run's)")
     # system
     device: str = arg("auto", "auto, cuda, cpu or mps")
     compile: str = arg("auto", "torch.compile: auto (on for CUDA where torch can, not on Windows), true, false")
