@@ -137,7 +137,7 @@ def mask_tokens(ids, mask_id, vocab_size, rate, generator):
     """BERT masking with a fixed count: exactly k = round(rate * T) positions of every sequence are predicted.
 
     Of the k slots (uniformly random positions), the first 80% become [MASK], the next 10% a random token and
-    the rest keep their token (paper: 25% rate, so 32 of 128 -> 26 / 3 / 3). A fixed k keeps every shape static.
+    the rest keep their token (recipe: 25% rate, so 32 of 128 -> 26 / 3 / 3). A fixed k keeps every shape static.
     Returns (inputs (B, T), positions (B, k), targets (B, k))."""
     B, T = ids.shape
     k = round(rate * T)
