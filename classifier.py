@@ -23,7 +23,7 @@ from tqdm import tqdm
 from cram import Config, CramError, CrammedBERT, check_config
 from errors import check_writable, no_link, not_readable, same_kinds, text_of, written_whole
 from hardware import amp_dtype, autocast, built_for
-from tasks import METRICS, count
+from tasks import METRICS, count, row_keys
 from tokenizer import load_tokenizer
 
 
@@ -149,7 +149,7 @@ def is_classifier(folder):
         return False
 
 
-def save_classifier(path, task, keep, cfg, tok, args):
+def save_classifier(path, task, train, keep, cfg, tok, args):
     """The median seed's classifier as a folder: model.pt, classifier.json and the tokenizer files. Built beside the
     destination and swapped in whole: a crash leaves the previous classifier (or none), never half of one."""
     folder = Path(path).resolve()
@@ -157,7 +157,7 @@ def save_classifier(path, task, keep, cfg, tok, args):
     shutil.rmtree(stage, ignore_errors=True)
     stage.mkdir(parents=True)
     try:
-        write_classifier(stage, task, keep, cfg, tok, args)
+        write_classifier(stage, task, train, keep, cfg, tok, args)
     except BaseException:  # a full disk, Ctrl-C: the half-built folder goes, the old classifier stays
         shutil.rmtree(stage, ignore_errors=True)
         raise
@@ -167,11 +167,12 @@ def save_classifier(path, task, keep, cfg, tok, args):
     shutil.rmtree(old, ignore_errors=True)
 
 
-def write_classifier(stage, task, keep, cfg, tok, args):
+def write_classifier(stage, task, train, keep, cfg, tok, args):
     head = dict(n_out=len(task.labels or [0]), hidden=args.head_hidden, pool=args.pool, sep_id=tok.special["sep"],
                 pair=task.columns[1] is not None)
     with written_whole(stage / "model.pt") as f:  # a full disk: the OSError, in one line
-        torch.save({"config": asdict(cfg), "vocab_seq": list(args.vocab_seq), "head": head, "model": keep["state"]}, f)
+        torch.save({"config": asdict(cfg), "vocab_seq": list(args.vocab_seq), "head": head, "model": keep["state"],
+                    "seen": torch.from_numpy(np.unique(row_keys(train)))}, f)  # classify.py: "training rows too"
     info = {"format": FORMAT, "task": task.name, "type": "regression" if task.labels is None else "classification",
             "labels": task.labels, "text_columns": [c for c in task.columns[:2] if c is not None],
             "label_column": task.columns[2], "metrics": task.metrics, "max_len": args.max_len,
@@ -204,13 +205,16 @@ def load_classifier(path, device="cpu"):
             CrammedBERT(cfg, vocab, seq_len), cfg.n_embd, n_out=head["n_out"], hidden=head["hidden"], dropout=0.0,
             pool=head["pool"], sep_id=head["sep_id"], pair=head["pair"]))
         model.load_state_dict(saved["model"], assign=True)  # the loaded tensors themselves become the weights
+        seen = saved.get("seen")  # the training rows' keys (none before 2026-12-07): a sorted int64 vector
+        if seen is not None and not (torch.is_tensor(seen) and seen.dtype == torch.int64 and seen.dim() == 1):
+            raise ValueError(f"its training rows' keys are {type(seen).__name__}, not a vector of int64")
     except Exception as e:  # not a torch file, a crafted pickle, a field missing or of the wrong shape
         raise not_readable(folder / "model.pt", e, "a saved classifier", "fine-tune again with --save_model") from None
     if len(info["labels"] or [0]) != head["n_out"] or len(info["text_columns"]) != 1 + head["pair"] or \
             info["max_len"] > seq_len:
         raise CramError(f"{folder / 'classifier.json'} does not match model.pt (its labels, text columns or max_len, "
                         f"for {head['n_out']} outputs and {seq_len} positions): restore it, or fine-tune again")
-    return model.to(device), info, load_tokenizer(folder, vocab)
+    return model.to(device), {**info, "seen": seen}, load_tokenizer(folder, vocab)
 
 
 def read_info(path):

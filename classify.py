@@ -30,7 +30,7 @@ from cram import CramError, pick_device
 from errors import check_writable, written_whole
 from hardware import safe_console
 from tasks import INTERVAL_WORDS, NUMBER, Split, Task, compute_metrics, excel_style, intervals, one_row, read_split
-from tasks import FORMATS, count, match, read_table, row_name
+from tasks import FORMATS, count, match, read_table, row_keys, row_name
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -113,12 +113,13 @@ def label_file(path, output, task, info, labeller):
     if task.columns[2] not in columns:  # a file of new texts, or its true labels under another name
         print(f"no metric: {path} has no column {task.columns[2]!r}; if another holds its true labels, name it with "
               "--label_column")
-    score(task, info, split.rows, preds, path)
+    score(task, info, split, preds, path)
     return shown
 
 
-def score(task, info, rows, preds, path):
+def score(task, info, split, preds, path):
     """The task's metrics on the rows whose label column holds a label (none if the file has no such column)."""
+    rows = split.rows
     truth = [("" if row.get(task.columns[2]) is None else str(row[task.columns[2]])).strip() for _, row in rows]
     known = [i for i, y in enumerate(truth) if y]
     if open_quote := [i for i in known if "\n" in truth[i]]:  # a quote left open in a label: as fine-tuning did
@@ -150,6 +151,9 @@ def score(task, info, rows, preds, path):
           f"dev set: {listed(info['dev'])}" + f"; no model there: {listed(info['no_model'])}" * bool(info["no_model"])
           + f")\n[low, high]: the {INTERVAL_WORDS}"
           + f"\n{one_row(task, preds[known], labels, 'row') or ''}".rstrip())  # a small set: what one row is worth
+    if info["seen"] is not None and (same := int(np.isin(row_keys(split)[known], info["seen"].numpy()).sum())):
+        print(f"note: {same} of these {len(known)} rows are the classifier's training rows: on those the score "
+              "measures memory, not how it does on new text", file=sys.stderr)
 
 
 def texts_split(texts, pair):

@@ -346,7 +346,7 @@ def run(args):
         tasks_kept = len(data)  # the results are written: a classifier that cannot be saved loses none of them
         if classifier := report[random_inits[0]].get("keep"):
             task, train, _ = next(iter(data.values()))
-            save_classifier(args.save_model, task, classifier, cfg, tok, args)
+            save_classifier(args.save_model, task, train, classifier, cfg, tok, args)
     except BaseException:  # Ctrl-C, an error, out of memory: the finished tasks stay; say where, then stop as ever
         if tasks_kept:
             print(f"finetune_glue.py: this run's finished tasks: {out_dir / this}.md and .json", file=sys.stderr)

@@ -121,7 +121,7 @@ def side_by_side(runs):
         codes.append(same["code"])
         valid.append(None)  # what its validation scored: mask_rate, and eval_seqs or all the validation set's rows
         if config and under is not None:
-            rows_scored = min(config.get("eval_seqs", 0), from_data_line(run, r"'val': (\d+)") or math.inf)
+            rows_scored = int(min(config.get("eval_seqs", 0), from_data_line(run, r"'val': (\d+)") or math.inf))
             valid[-1] = (config.get("mask_rate"), rows_scored)
         keys.append(json.dumps(same, sort_keys=True) if same and under is not None and "seed" in config else None)
         if keys[-1]:  # one run a seed: a rerun of it is not another seed
@@ -143,8 +143,6 @@ def side_by_side(runs):
     def verdict(i, gap):  # what run i's difference from the first says
         if keys[i] and keys[i] == keys[0] and seeds_run[i] != seeds_run[0]:
             return " (another seed of the first: the noise itself)"
-        if valid[i] and valid[0] and valid[i] != valid[0]:
-            return " (another validation: not comparable, below)"
         if i in group and group[i] != first:  # seeds against seeds: one seed against one says little
             return " (one of its seeds: the means, below, decide)"
         if keys[i] and keys[i] == keys[0]:  # a log without "code" (before 2026-11-27) cannot tell a change in the code
@@ -156,7 +154,9 @@ def side_by_side(runs):
           "'s seeds' mean" * (first is not None))
     for i, (name, step, tokens, last, under) in enumerate(rows):
         gap = None if i == 0 or under is None or reference is None else under - reference
-        diff = "" if gap is None else f"{gap:+.3f}" + verdict(i, gap)
+        other_validation = valid[i] and valid[0] and valid[i] != valid[0]  # a number here would invite a comparison
+        diff = "" if gap is None else "another validation: not comparable, below" if other_validation else \
+            f"{gap:+.3f}" + verdict(i, gap)
         print(f"{name:<{width}} {step:>7,} {tokens or 0:>12,} {last if last is not None else float('nan'):>9.4f} "
               f"{under if under is not None else float('nan'):>+14.3f}  {diff}")
     for j, seeds in enumerate(sets):  # the mean and spread are what a row of docs/records.md gives

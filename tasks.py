@@ -12,6 +12,7 @@ writes (publish).
 """
 import contextlib
 import csv
+import hashlib
 import io
 import itertools
 import json
@@ -64,6 +65,14 @@ INTEGER = re.compile(r"[-+]?\d+")  # a number that may name a class: labels 0, 1
 FORMATS = (".csv", ".tsv", ".json", ".jsonl")  # the data files read_table reads, and classify.py writes
 SPLIT_NAMES = {"train", "training", "dev", "valid", "validation", "val", "test"}  # a file stem that names no task
 Split = namedtuple("Split", "a b labels rows")  # texts A, texts B (None: one text), labels (np.ndarray), (line, row)
+
+
+def row_keys(split):
+    """An 8-byte fingerprint of each row's text(s), as int64: what tells a training row when it comes again (a saved
+    classifier keeps its training rows' for classify.py). blake2b: the same on every machine, as hash() is not."""
+    texts = zip(split.a, split.b or [""] * len(split.a))
+    return np.array([int.from_bytes(hashlib.blake2b(f"{a}\x00{b}".encode(), digest_size=8).digest(), "little",
+                                    signed=True) for a, b in texts], dtype=np.int64)
 
 
 def glue_task(name, glue_dir):
@@ -332,7 +341,8 @@ def check_columns(path, columns, wanted):
                         "if that first line is a row of data, add a header line)")
     if missing := [c for c in wanted if c is not None and c not in columns]:
         raise CramError(f"{path} has no column {missing[0]!r}; its columns are {str(columns)[:200]}: another task's "
-                        "file? Name the columns with --text_columns a[,b] and --label_column")
+                        "file? Name the columns with --text_columns a[,b] and --label_column (or, if that first line "
+                        "is a row of data, add a header line)")
 
 
 def read_split(task, path, limit=0, labelled=True):
@@ -409,7 +419,9 @@ def label_of(task, text, path, n):
         raise CramError(f"{path} {row_name(path, n)}: the label {label[:40]!r} is not in the training file's usable "
                         f"rows, whose labels are {list(task.labels)[:20]}: fix the label, or train with it" +
                         (f" (a class? write it {int(float(label))}, as the training file does)" if whole else
-                         " (a regression? write the training labels with a point: 1.0)" if number else ""))
+                         " (a regression? write the training labels with a point: 1.0)" if number else
+                         f" ({cased!r}, in the training file's case?)" if (cased := match(task.labels, label)) != label
+                         else ""))
     if not NUMBER.fullmatch(label) or not math.isfinite(float(label)):
         raise ValueError(f"the label {label!r} is not a {'finite ' * bool(NUMBER.fullmatch(label))}number")
     return float(label)
@@ -455,9 +467,9 @@ def load_task(task, args):
                         f"{len(train.a)} (--max_train {args.max_train}; 0: all): shuffle the file, or raise it")
     devs = {s: read_split(task, f) for s, (_, f) in task.evals.items()}
     if not task.hub:  # a user's file: the training file again?
-        seen = set(zip(train.a, train.b or train.a))
+        seen = row_keys(train)
         for s, dev in devs.items():
-            if same := sum(pair in seen for pair in zip(dev.a, dev.b or dev.a)):
+            if same := int(np.isin(row_keys(dev), seen).sum()):
                 print(f"note: {same} of {task.evals[s][1]}'s {len(dev.a)} rows are training rows too: on those the "
                       "score measures memory, not how the model does on new text", file=sys.stderr)
     return train, devs

@@ -214,6 +214,21 @@ def test_classify_on_the_validation_file_reproduces_the_fine_tuning_predictions_
     assert all(1 / 3 <= float(r["probability"]) <= 1 for _, r in written[1])
 
 
+def test_classify_says_when_the_rows_it_scores_are_the_classifiers_training_rows(kept, tmp_path, capsys):
+    """Fine-tuning says it of a validation file; classify.py scored the training file itself (acc 83 on 36 rows, a
+    student's trial, 2026-12-07) without a word. model.pt keeps an 8-byte key a training row, none of the texts."""
+    tmp, train, dev, _ = kept
+    saved = torch.load(tmp / "model" / "model.pt", weights_only=True)
+    assert saved["seen"].dtype == torch.int64 and 0 < len(saved["seen"]) <= 30  # the 30 training rows' keys
+    both = write(tmp_path / "both.csv", [r for _, r in tasks.read_table(train)[1][:4]]
+                 + [r for _, r in tasks.read_table(dev)[1][:6]])
+    classify.main(["--device", "cpu", str(tmp / "model"), "--input", both])
+    assert "note: 4 of these 10 rows are the classifier's training rows: on those the score measures memory" in \
+        capsys.readouterr().err
+    classify.main(["--device", "cpu", str(tmp / "model"), "--input", dev, "--output", str(tmp_path / "d.csv")])
+    assert "training rows" not in capsys.readouterr().err
+
+
 def test_classify_writes_any_format_and_scores_only_labels_it_knows(kept, capsys):
     tmp, _, dev, _ = kept
     items = [dict(r, label=lbl) for (_, r), lbl in zip(tasks.read_table(dev)[1][:3], ["sport", "weather", "world"])]
@@ -328,7 +343,8 @@ def test_a_crafted_model_pt_runs_nothing_and_is_refused_in_one_line(kept, tmp_pa
 
 @pytest.mark.parametrize("edit", [{"head": {"pool": "evil"}}, {"head": {"pair": "yes"}}, {"head": {"sep_id": None}},
                                   {"config": {"dropout": math.nan}}, {"config": {"n_head": 0}},
-                                  {"config": {"n_layer": 1000}}, {"model": {"head.0.weight": math.inf}}])
+                                  {"config": {"n_layer": 1000}}, {"model": {"head.0.weight": math.inf}},
+                                  {"seen": [1, 2]}, {"seen": torch.zeros(3)}])  # the training rows' keys: int64
 def test_a_model_pt_with_values_no_flag_may_take_is_damaged_in_one_line(edit, kept, tmp_path):
     """Crafted (a trial, 2026-12-07): a pool of no kind was taken silently, a NaN dropout crashed at the first forward,
     n_head 0 was called a change of the model's code; 1,000 blocks were built before the weights said no, and a
@@ -337,8 +353,8 @@ def test_a_model_pt_with_values_no_flag_may_take_is_damaged_in_one_line(edit, ke
     shutil.copytree(kept[0] / "model", folder)
     saved = torch.load(folder / "model.pt", weights_only=True)
     for key, values in edit.items():
-        saved[key] = {**saved[key], **{name: torch.full_like(saved[key][name], value) if key == "model" else value
-                                       for name, value in values.items()}}
+        saved[key] = values if key == "seen" else {**saved[key], **{
+            name: torch.full_like(saved[key][name], value) if key == "model" else value for name, value in values.items()}}
     torch.save(saved, folder / "model.pt")
     line = one_line([folder, "some text [SEP] more text"], "classify.py")  # a pair, as the kept classifier reads
     assert "model.pt is damaged or not a saved classifier" in line, line
@@ -366,6 +382,7 @@ def write_bad_files(tmp_path):
     write(tmp_path / "quarter.csv", rows(4, label=lambda i: str(i % 2)) + [{"sentence": "a", "label": "0.25"}])
     write(tmp_path / "two.csv", rows(4, label=lambda i: str(i % 2)) + [{"sentence": "a", "label": "2"}])
     write(tmp_path / "half.csv", rows(4) + [{"sentence": "a", "label": "0.5"}])  # beside word classes
+    write(tmp_path / "cased.csv", rows(4) + [{"sentence": "a", "label": "Sport"}])  # a student's trial, 2026-12-07
     write(tmp_path / "pointed.csv", rows(4, label=lambda i: str(i % 2)) + [{"sentence": "a", "label": "1.0"}])
     write(tmp_path / "no_text.csv", [{**r, "sentence": " "} for r in rows(3)])  # every text empty
     (tmp_path / "foreign").mkdir()
@@ -380,7 +397,8 @@ BAD_INPUTS = {  # what the line says: the flags that make it (a file's name: the
     "header.csv holds its header and no rows": ["--train_file", "header.csv", "--validation_file", "good.csv"],
     "tabs.csv: its header holds tabs, not commas: a tab-separated file must be named .tsv":
         ["--train_file", "tabs.csv", "--validation_file", "good.csv"],
-    "has no column 'review'; its columns are ['sentence', 'label']":
+    "has no column 'review'; its columns are ['sentence', 'label']: another task's file? Name the columns with "
+    "--text_columns a[,b] and --label_column (or, if that first line is a row of data, add a header line)":
         ["--train_file", "good.csv", "--validation_file", "good.csv", "--text_columns", "review"],
     "empty.csv is empty": ["--train_file", "good.csv", "--validation_file", "empty.csv"],
     "unseen.csv line 6: the label 'weather' is not in the training file's usable rows, whose labels are "
@@ -394,6 +412,9 @@ BAD_INPUTS = {  # what the line says: the flags that make it (a file's name: the
     "half.csv line 6: the label '0.5' is not in the training file's usable rows, whose labels are ['Sci/Tech', "
     "'sport', 'world']: fix the label, or train with it": ["--train_file", "good.csv", "--validation_file",
                                                            "half.csv"],
+    "cased.csv line 6: the label 'Sport' is not in the training file's usable rows, whose labels are ['Sci/Tech', "
+    "'sport', 'world']: fix the label, or train with it ('sport', in the training file's case?)":
+        ["--train_file", "good.csv", "--validation_file", "cased.csv"],
     "pointed.csv line 6: the label '1.0' is not in the training file's usable rows, whose labels are ['0', '1']: "
     "fix the label, or train with it (a class? write it 1, as the training file does)":
         ["--train_file", "binary.csv", "--validation_file", "pointed.csv"],

@@ -229,7 +229,8 @@ def test_plot_gives_no_verdict_across_validations_and_says_when_the_first_run_ha
     rate = with_log(tmp_path / "rate15", 1.60, mask_rate=0.15)  # evaluation masks 15%: another measure
     plot.side_by_side([(r, *plot.read_metrics(r)) for r in base + [rate]])
     out = capsys.readouterr().out
-    assert "-0.335 (another validation: not comparable, below)" in out and "do not compare" in out
+    assert "  another validation: not comparable, below" in out and "-0.335" not in out  # no number to compare
+    assert "do not compare" in out and re.search(r"eval_seqs: .*\b\d+\)", out) and ".0)" not in out  # rows: whole
     (tmp_path / "base0" / "log.txt").unlink()  # no unigram baseline: nothing to hold the others against
     plot.side_by_side([(r, *plot.read_metrics(r)) for r in base])
     assert "base0 has no validation loss under a unigram baseline (no log.txt, or no eval line)" in \
