@@ -30,7 +30,7 @@ from cram import CramError, pick_device
 from errors import check_writable, written_whole
 from hardware import safe_console
 from tasks import INTERVAL_WORDS, NUMBER, Split, Task, compute_metrics, excel_style, intervals, one_row, read_split
-from tasks import FORMATS, count, match, read_table, row_keys, row_name
+from tasks import FORMATS, count, match, read_table, row_name, seen_rows
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -138,8 +138,10 @@ def score(task, info, split, preds, path):
         try:
             labels.append(ids[truth[i]] if task.labels else float(truth[i]))
         except (KeyError, ValueError):
+            cased = match(task.labels or (), truth[i])  # Negative for negative: the classifier's own case
             print(f"no metric: the label {truth[i][:40]!r} in {path} (column {task.columns[2]!r}) is not one the "
-                  f"classifier knows: {list(task.labels) if task.labels else 'a number'}")
+                  f"classifier knows: {list(task.labels) if task.labels else 'a number'}"
+                  + f" (write it {cased!r}, as the training file did)" * (cased != truth[i]))
             return
     labels = np.array(labels)
 
@@ -151,7 +153,7 @@ def score(task, info, split, preds, path):
           f"dev set: {listed(info['dev'])}" + f"; no model there: {listed(info['no_model'])}" * bool(info["no_model"])
           + f")\n[low, high]: the {INTERVAL_WORDS}"
           + f"\n{one_row(task, preds[known], labels, 'row') or ''}".rstrip())  # a small set: what one row is worth
-    if info["seen"] is not None and (same := int(np.isin(row_keys(split)[known], info["seen"].numpy()).sum())):
+    if info["seen"] is not None and (same := int(seen_rows(split, info["seen"].numpy())[known].sum())):
         print(f"note: {same} of these {len(known)} rows are the classifier's training rows: on those the score "
               "measures memory, not how it does on new text", file=sys.stderr)
 

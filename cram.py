@@ -443,8 +443,8 @@ class Clock:
 
 
 def resume(path, cfg, meta, model, optimizer, scaler):
-    """Load a checkpoint's state into model, optimizer and scaler, on any device: the same model on the same data
-    (else one line names the setting), any --micro_batch. Returns its Clock, the old micro-batch and the code's hash."""
+    """Load a checkpoint into model, optimizer and scaler, on any device: the same model on the same data (else one
+    line names the setting), any --micro_batch and optimizer flags. Returns its Clock, old micro-batch, code hash."""
     ckpt = read_checkpoint(path, mmap=cfg.shard and sys.platform != "win32")  # Windows: a mapped file stays
     try:
         was, now = {**asdict(Config(**ckpt["config"])), **ckpt["meta"]}, {**asdict(cfg), **meta}  # new fields: defaults
@@ -453,7 +453,7 @@ def resume(path, cfg, meta, model, optimizer, scaler):
             if was.get(key) != now.get(key):
                 raise CramError(f"{path} was trained with {key}={was.get(key)} but this run has {now.get(key)}: "
                                 "use the same preset, flags and --data_dir, or another --out_dir")
-        ckpt["optimizer"] = optimizer_state_for(optimizer, ckpt["optimizer"], by_position=not cfg.shard)  # checked
+        ckpt["optimizer"] = optimizer_state_for(optimizer, ckpt["optimizer"])  # its moments, the flags' betas, decay
         if cfg.shard:
             load_shards(ckpt, model, optimizer)
         else:

@@ -367,21 +367,21 @@ def built_for(state, n_layer, seq_len, build):
         raise ValueError("its config declares a model larger than this machine's memory") from None
 
 
-def optimizer_state_for(optimizer, saved, by_position=True):
+def optimizer_state_for(optimizer, saved):
     """saved, an optimizer's state_dict, made ready for this run's optimizer. Each Adam moment must have its weight's
-    shape, or ValueError: load_state_dict does not check, and fused AdamW then writes past a short one (a crash with
-    no message, seen on the CPU); by_position False (--shard): DCP matches them by name, and checks. Each group
-    takes this run's betas, eps and weight decay (the flags'; the learning rate stays the file's, the schedule sets
-    it each step): a flag changed on --resume counts, and a crafted beta (5, or text) cannot reach the step. Other
-    groups: load_state_dict says so itself (the model's code changed)."""
-    groups = [len(g["params"]) for g in saved["param_groups"]] == [len(g["params"]) for g in optimizer.param_groups]
-    if by_position and groups:
-        weights = [p for group in optimizer.param_groups for p in group["params"]]
-        for i, p in zip((i for group in saved["param_groups"] for i in group["params"]), weights):
-            for name, value in saved["state"].get(i, {}).items():
-                if name != "step" and (not torch.is_tensor(value) or value.shape != p.shape):  # the moments: tensors
-                    raise ValueError(f"the optimizer's {name} of a weight {tuple(p.shape)} is "
-                                     f"{tuple(value.shape) if torch.is_tensor(value) else type(value).__name__}")
+    size, or ValueError: load_state_dict does not check, and fused AdamW then writes past a short one (a crash with
+    no message, seen on the CPU; --shard: a traceback at the first step). Each group takes this run's betas, eps and
+    weight decay (the flags'; the learning rate stays the file's, the schedule sets it each step): a flag changed on
+    --resume counts, and a crafted beta (5, or text) cannot reach the step."""
+    if [len(g["params"]) for g in saved["param_groups"]] != [len(g["params"]) for g in optimizer.param_groups]:
+        raise ValueError("loaded state dict has a different number of parameter groups or of parameters in a group")
+    weights = [p for group in optimizer.param_groups for p in group["params"]]  # --shard: DTensors, their whole size
+    for i, p in zip((i for group in saved["param_groups"] for i in group["params"]), weights):
+        for name, value in saved["state"].get(i, {}).items():  # a scalar weight's moment: () or (1,), as saved
+            if name != "step" and (not torch.is_tensor(value) or value.numel() != p.numel()
+                                   or value.dim() > 1 and value.shape != p.shape):
+                raise ValueError(f"the optimizer's {name} of a weight {tuple(p.shape)} is "
+                                 f"{tuple(value.shape) if torch.is_tensor(value) else type(value).__name__}")
     return {**saved, "param_groups": [{**old, **{k: v for k, v in new.items() if k not in ("params", "lr")}}
                                       for old, new in zip(saved["param_groups"], optimizer.param_groups)]}
 

@@ -70,9 +70,15 @@ Split = namedtuple("Split", "a b labels rows")  # texts A, texts B (None: one te
 def row_keys(split):
     """An 8-byte fingerprint of each row's text(s), as int64: what tells a training row when it comes again (a saved
     classifier keeps its training rows' for classify.py). blake2b: the same on every machine, as hash() is not."""
-    texts = zip(split.a, split.b or [""] * len(split.a))
-    return np.array([int.from_bytes(hashlib.blake2b(f"{a}\x00{b}".encode(), digest_size=8).digest(), "little",
-                                    signed=True) for a, b in texts], dtype=np.int64)
+    texts = zip(split.a, split.b or [None] * len(split.a))
+    return np.array([int.from_bytes(hashlib.blake2b(json.dumps(pair).encode(), digest_size=8).digest(), "little",
+                                    signed=True) for pair in texts], dtype=np.int64)
+
+
+def seen_rows(split, keys):
+    """Which of split's rows have one of keys (row_keys of the training rows), as booleans: a score on those measures
+    memory, not how the model does on new text."""
+    return np.isin(row_keys(split), keys)
 
 
 def glue_task(name, glue_dir):
@@ -420,8 +426,8 @@ def label_of(task, text, path, n):
                         f"rows, whose labels are {list(task.labels)[:20]}: fix the label, or train with it" +
                         (f" (a class? write it {int(float(label))}, as the training file does)" if whole else
                          " (a regression? write the training labels with a point: 1.0)" if number else
-                         f" ({cased!r}, in the training file's case?)" if (cased := match(task.labels, label)) != label
-                         else ""))
+                         f" (write it {cased!r}, as the training file does)" if (cased := match(task.labels, label))
+                         != label else ""))
     if not NUMBER.fullmatch(label) or not math.isfinite(float(label)):
         raise ValueError(f"the label {label!r} is not a {'finite ' * bool(NUMBER.fullmatch(label))}number")
     return float(label)
@@ -469,7 +475,7 @@ def load_task(task, args):
     if not task.hub:  # a user's file: the training file again?
         seen = row_keys(train)
         for s, dev in devs.items():
-            if same := int(np.isin(row_keys(dev), seen).sum()):
+            if same := int(seen_rows(dev, seen).sum()):
                 print(f"note: {same} of {task.evals[s][1]}'s {len(dev.a)} rows are training rows too: on those the "
                       "score measures memory, not how the model does on new text", file=sys.stderr)
     return train, devs

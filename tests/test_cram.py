@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import cram  # noqa: E402
 import prepare  # noqa: E402
+import hardware  # noqa: E402
 from cram import Config, CrammedBERT, batch_size_at, lr_at, mask_tokens, sinusoidal_table  # noqa: E402
 
 TINY = dict(n_layer=2, n_embd=32, n_head=2, ffn_hidden=64)
@@ -661,6 +662,9 @@ CKPT_DAMAGE = {  # what a checkpoint can suffer -> a function of the good checkp
     "a data position past any data": lambda ckpt: {**ckpt, "data_pos": 10**30},  # numpy's IndexError at the 1st step
     "a budget clock of NaN": lambda ckpt: {**ckpt, "train_time": math.nan},  # ran, "nan budget minutes"
     "an endless budget clock": lambda ckpt: {**ckpt, "train_time": math.inf},
+    "an optimizer group more than this code's": lambda ckpt: {**ckpt, "optimizer": {  # was dropped, silently (a review)
+        **ckpt["optimizer"], "param_groups": [*ckpt["optimizer"]["param_groups"], {
+            **ckpt["optimizer"]["param_groups"][1], "params": [999]}]}},
 }
 
 
@@ -675,7 +679,8 @@ def test_a_damaged_checkpoint_is_one_line_and_a_failed_resume_touches_nothing(da
     else:
         torch.save(CKPT_DAMAGE[damage](torch.load(good / "ckpt.pt", weights_only=False)), out / "ckpt.pt")
     before = files_of(out)
-    needle = "damaged or not a cram.py checkpoint" if damage != "weights of another shape" else \
+    needle = "damaged or not a cram.py checkpoint" if damage not in ("weights of another shape", "an optimizer group "
+                                                                     "more than this code's") else \
         "holds weights that this code does not build"  # whole, but not what this code builds: as if cram.py changed
     if damage in ("cut short", "random bytes", "not a dict", "no vocab_size", "a config field from elsewhere",
                   "weights of another shape", "a config value no flag may take"):  # finetune_glue.py's way in reads no optimizer state, no step
@@ -708,6 +713,10 @@ def test_resume_takes_this_runs_optimizer_settings_and_the_files_moments(trained
     assert [(g["betas"], g["eps"], g["weight_decay"]) for g in after["optimizer"]["param_groups"]] == [
         ((0.9, 0.98), 1e-12, 0.05), ((0.9, 0.98), 1e-12, 0.0)]  # the flags' (the decay: matrices only)
     assert math.isfinite(after["val_loss"]) and after["step"] == 4
+    model = cram.CrammedBERT(cram.Config(**ckpt["config"]), 64, 32)
+    ready = hardware.optimizer_state_for(cram.make_optimizer(model, cram.Config(**ckpt["config"]), torch.device("cpu")),
+                                         ckpt["optimizer"])
+    assert ready["state"] is ckpt["optimizer"]["state"] and ready["param_groups"][0]["betas"] == (0.9, 0.98)  # moments
 
 
 def test_no_function_in_cram_py_is_longer_than_a_screen():

@@ -586,7 +586,7 @@ def test_kill_and_resume_of_a_sharded_run_continues_it_bit_for_bit(runs):
     assert "resuming at step 6" in resumed.stdout
     # each rank maps the file (one copy in memory, its pages shared), none reads a whole private copy
     # (a line may still hold both: the other rank's print can land between one's text and its newline, 1 run in 8)
-    loads = re.findall(r"rank (\d) loads \S*?ckpt\.pt mmap=(True|False)", resumed.stdout)
+    loads = re.findall(r"rank (\d) loads .*?ckpt\.pt mmap=(True|False)", resumed.stdout)  # (a path may hold spaces)
     assert sorted(loads) == [("0", "True"), ("1", "True")]
     assert curve(tmp / "killed") == curve(tmp / "shard")  # every loss and evaluation, to the last bit
     ends = [torch.load(tmp / name / "ckpt.pt", weights_only=True) for name in ("shard", "killed")]
@@ -624,6 +624,21 @@ def test_a_sharded_resume_refuses_a_file_without_a_weight_of_this_code_as_one_pr
     p = sharded_run(tmp / "data", one, "--shard", "--resume", "--max_steps", "3")
     assert p.returncode == 1 and "holds weights that this code does not build (Missing key(s) in state_dict: " \
         "blocks.0.norm1.bias)" in p.stderr, p.stderr[-3000:]
+    assert torch.load(one / "ckpt.pt", weights_only=True)["step"] == 2  # not trained on
+
+
+def test_a_sharded_resume_refuses_adam_moments_of_another_size_in_one_line_as_one_process_does(runs, tmp_path):
+    """A review (2026-12-07): DCP took a moment of 3 values for a weight of 3,200 and each rank died at the first step
+    with a broadcast's traceback."""
+    tmp, _, _ = runs
+    one = tmp_path / "one"
+    cram.main(["--data_dir", str(tmp / "data"), "--out_dir", str(one), *SHARD_FLAGS, "--max_steps", "2"])
+    state = torch.load(one / "ckpt.pt", weights_only=True)
+    state["optimizer"]["state"][0]["exp_avg"] = torch.zeros(3)
+    torch.save(state, one / "ckpt.pt")
+    p = sharded_run(tmp / "data", one, "--shard", "--resume", "--max_steps", "3")
+    assert p.returncode == 1 and "is damaged or not a cram.py checkpoint (ValueError: the optimizer's exp_avg of a " \
+        "weight" in p.stderr and "Traceback" not in p.stderr.split("cram.py: error")[0], p.stderr[-3000:]
     assert torch.load(one / "ckpt.pt", weights_only=True)["step"] == 2  # not trained on
 
 

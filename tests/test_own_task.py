@@ -413,7 +413,7 @@ BAD_INPUTS = {  # what the line says: the flags that make it (a file's name: the
     "'sport', 'world']: fix the label, or train with it": ["--train_file", "good.csv", "--validation_file",
                                                            "half.csv"],
     "cased.csv line 6: the label 'Sport' is not in the training file's usable rows, whose labels are ['Sci/Tech', "
-    "'sport', 'world']: fix the label, or train with it ('sport', in the training file's case?)":
+    "'sport', 'world']: fix the label, or train with it (write it 'sport', as the training file does)":
         ["--train_file", "good.csv", "--validation_file", "cased.csv"],
     "pointed.csv line 6: the label '1.0' is not in the training file's usable rows, whose labels are ['0', '1']: "
     "fix the label, or train with it (a class? write it 1, as the training file does)":
