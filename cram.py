@@ -462,7 +462,7 @@ def resume(path, cfg, meta, model, optimizer, scaler):
         if ckpt["scaler"]:  # empty from a bf16 or CPU run: an fp16 GPU then starts its loss scale afresh
             scaler.load_state_dict(ckpt["scaler"])
         torch.set_rng_state(ckpt["rng"]["torch"])
-        clock = plain_numbers(ckpt, ("val_loss",), step=int, train_time=float, data_pos=int, val_loss=float)  # logged
+        clock = plain_numbers(ckpt, step=int, train_time=float, data_pos=int, val_loss=float, nan_ok=("val_loss",))
         return Clock(*clock), was["micro_batch"], ckpt.get("info", {}).get("code")
     except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as e:  # a field missing or wrong
         raise not_readable(path, e) from None
