@@ -3,8 +3,8 @@
     python examples/masking.py              # data/, written by the README's first run (prepare.py)
     python examples/masking.py data/wiki    # another prepared folder; --row 3 for another row
 
-It prints the passage, what the model reads (a random or kept token is marked <x> here, for you; the model sees no
-mark), and each predicted slot as `position input->target`.
+It prints the passage, what the model reads (a random token marked {x}, a kept one <x>, as in the notebook: here,
+for you; the model sees no mark), and each predicted slot as `position input->target`.
 """
 import argparse
 import sys
@@ -42,7 +42,14 @@ def main(argv=None):
     def word(i):  # a token id as its text
         return tok.backend.id_to_token(i)
 
-    reads = [word(x) if p not in positions or x == mask_id else f"<{word(x)}>" for p, x in enumerate(inputs)]
+    target = dict(zip(positions, targets))
+
+    def shown(p, x):  # what the model reads at position p, a random token as {x} and a kept one as <x>
+        if p not in target or x == mask_id:
+            return word(x)
+        return f"<{word(x)}>" if x == target[p] else f"{{{word(x)}}}"
+
+    reads = [shown(p, x) for p, x in enumerate(inputs)]
     print(textwrap.fill(" ".join(map(word, ids)), 110), end="\n\n")   # the passage
     print(textwrap.fill(" ".join(reads), 110), end="\n\n")           # what the model reads
     slots = [f"{p:3d} {word(inputs[p])}->{word(y)}" for p, y in sorted(zip(positions, targets))]

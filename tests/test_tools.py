@@ -933,7 +933,8 @@ def test_the_readme_masking_example_prints_what_the_readme_shows(tmp_path, monke
     masking.main([])
     printed = capsys.readouterr().out
     passage, masked, table = printed.split("\n\n")[:3]
-    assert masked.split().count("[MASK]") == 26 and len(re.findall(r"<\S+>", masked)) == 6
+    assert masked.split().count("[MASK]") == 26 and len(re.findall(r"<\S+>", masked)) == 3  # kept, as the notebook
+    assert len(re.findall(r"\{\S+\}", masked)) == 3                                     # random, as the notebook
     slots = re.findall(r"(\d+) (\S+)->(\S+)", table)
     assert len(slots) == 32 and printed.rstrip().endswith("26 [MASK], 3 random, 3 kept, of 128 tokens")
     assert sum(i == "[MASK]" for _, i, _ in slots) == 26 and sum(i == t for _, i, t in slots) == 3
