@@ -146,7 +146,7 @@ def not_readable(path, e, what="a cram.py checkpoint", fix="train in a new --out
         first = re.sub(r"copying a param with shape torch.Size\((.*?)\) from checkpoint, the shape in current model is "
                        r"torch.Size\((.*?)\)\.?", r"\1 in the file, \2 in this code", first)
         return CramError(f"{path} holds weights that this code does not build ({textwrap.shorten(first, 160)}): the "
-                         "model's code changed since it was saved: run it with the code that saved it (a run's log.txt "
-                         f"names its git commit), or {fix}")
+                         "model's code changed since it was saved (or the file was edited): run it with the code that "
+                         f"saved it (a run's log.txt names its git commit), or {fix}")
     return CramError(f"{path} is damaged or not {what} ({type(e).__name__}: "
                      f"{' '.join(str(e).split('. ')[0].split())[:150]}): check the path, or {fix}")

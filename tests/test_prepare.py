@@ -100,6 +100,23 @@ def test_special_ids_are_pinned_in_tokenizer_json(tmp_path):
     assert prepare.load_tokenizer(tmp_path / "out").special == meta["special_ids"]
 
 
+@pytest.mark.parametrize("edit", ["an id", "a name", "no names"])
+def test_a_special_id_that_names_another_token_is_refused_in_one_line(edit, tmp_path):
+    """A meta.json edited by hand or crafted: its mask id on an ordinary word would mask with that word, silently
+    (a trial, 2026-12-07). Each special id must be the token meta.json names (ours, [MASK] ..., where it names none)."""
+    meta, _, _ = run(tmp_path, write_txt(tmp_path / "txt"), *SMALL)
+    assert prepare.load_tokenizer(tmp_path / "out").special == meta["special_ids"]  # as written: fine
+    crafted = {"an id": {**meta, "special_ids": {**meta["special_ids"], "mask": 7}},
+               "a name": {**meta, "special_tokens": {**meta["special_tokens"], "mask": "[PAD]"}},
+               "no names": {**{k: v for k, v in meta.items() if k != "special_tokens"},
+                            "special_ids": {**meta["special_ids"], "pad": 4, "mask": 0}}}[edit]
+    (tmp_path / "out" / "meta.json").write_text(json.dumps(crafted), encoding="utf-8")
+    with pytest.raises(SystemExit) as e:
+        prepare.load_tokenizer(tmp_path / "out")
+    message = str(e.value.code)
+    assert len(message.splitlines()) == 1 and "meta.json: its" in message and "in tokenizer.json, not" in message
+
+
 def test_filter_drops_a_high_tokens_per_char_document_and_counts_it(tmp_path):
     folder = write_txt(tmp_path / "txt")
     (folder / "zzz_gibberish.txt").write_text(" ".join(os.urandom(4).hex() for _ in range(200)))
