@@ -95,6 +95,7 @@ def test_a_student_copy_holds_no_answer_no_tests_no_history_no_lab_notebook(rele
             assert len(found) < min(2, len(code)), f"{path.relative_to(student)} holds {name}'s answer: {found}"
 
 
+@pytest.mark.slow
 def test_in_a_student_copy_every_stub_fails_not_written_yet_and_written_it_passes(released, tmp_path):
     student, _ = released
     code, out, err = python("exercises.py", "check", "all", cwd=student)

@@ -316,6 +316,7 @@ def test_with_a_masking_schedule_training_masks_on_it_and_evaluation_at_mask_rat
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="a file size limit (RLIMIT_FSIZE) stands in for a full disk")
+@pytest.mark.slow
 def test_a_full_disk_at_a_checkpoint_is_one_line_and_the_old_checkpoint_and_tokenizer_copy_stay_whole(tmp_path):
     """A resume whose checkpoint write fails (the disk full): one line naming the file, the previous checkpoint and
     the tokenizer beside it as they were (the copy was once rewritten in place, and cut), no .tmp left behind."""
@@ -427,6 +428,7 @@ def test_a_tiny_run_learns_and_logs_config_then_one_line_per_step(tmp_path):
     assert evals[-1] < math.log(64) - 0.5
 
 
+@pytest.mark.slow
 def test_same_seed_gives_the_same_loss_curve_bit_for_bit(tmp_path):
     data = write_data(tmp_path / "data")
     curves = []
@@ -814,6 +816,7 @@ def test_skip_init_skips_only_parameters_which_the_file_replaces_not_a_buffer_a_
     assert drawn == []  # the parameters' init: skipped
 
 
+@pytest.mark.slow
 def test_a_resume_from_a_checkpoint_with_a_nan_weight_is_one_line_about_the_weight(tmp_path):
     """It stopped at the first step with "loss is nan: resume with a lower --lr", which would fail the same way."""
     data = write_data(tmp_path / "data")
@@ -839,6 +842,7 @@ def test_loading_a_checkpoint_draws_no_random_init_for_the_weights_it_replaces(c
 
 @pytest.mark.parametrize("edit, shown", [("shape", "in the file, [32, 32] in this code"),
                                          ("new weight", 'Unexpected key(s) in state_dict: "embed.pos_emb.weight"')])
+@pytest.mark.slow
 def test_a_checkpoint_of_edited_model_code_names_the_weight_that_differs_not_a_damaged_file(edit, shown, tmp_path):
     """A learner's tweak to cram.py's model (a wider layer, a new weight) makes an old checkpoint's weights unfit:
     the file is whole, so the line says which weight differs and points at the code, not at the file."""

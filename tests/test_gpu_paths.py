@@ -306,6 +306,7 @@ def torchrun(tmp_path, patch, *flags):
                           capture_output=True, text=True, cwd=ROOT, timeout=300)
 
 
+@pytest.mark.slow
 def test_under_ddp_the_gpus_agree_on_the_smallest_micro_batch_any_of_them_holds(tmp_path):
     """--micro_batch 0 on two GPUs that hold different micro-batches (rank 0: 4, rank 1: 2): both train with 2, else
     their data slices and accumulation counts would differ and DDP would wait forever."""
@@ -329,6 +330,7 @@ atexit.register(lambda: rank or print("where", where, flush=True))
 """
 
 
+@pytest.mark.slow
 def test_under_ddp_accumulation_adds_into_ddps_own_buffers_not_a_second_copy_of_the_gradients(tmp_path):
     """DDP (gradient_as_bucket_view) keeps the gradients in its buckets; gradients set to None after a step would
     come back as new tensors in the next step's micro-batches before the sync: 4 more bytes a parameter."""
@@ -372,6 +374,7 @@ if rank == 1:
 """
 
 
+@pytest.mark.slow
 def test_under_ddp_a_nan_on_one_rank_stops_both_with_one_line(tmp_path):
     p = torchrun(tmp_path, NAN_ON_RANK_1, "--max_steps", "20")
     assert p.returncode != 0
@@ -593,6 +596,7 @@ def test_kill_and_resume_of_a_sharded_run_continues_it_bit_for_bit(runs):
     assert all(torch.equal(ends[0]["model"][k], v) for k, v in ends[1]["model"].items())
 
 
+@pytest.mark.slow
 def test_resume_with_shard_loads_a_one_device_checkpoint_into_the_shards_unchanged(runs, tmp_path):
     tmp, _, _ = runs  # its data; one process trains 3 steps, then 2 ranks load the file and, at t = 1, save it again
     one = tmp_path / "one"
@@ -613,6 +617,7 @@ def test_resume_with_shard_loads_a_one_device_checkpoint_into_the_shards_unchang
     assert curve(one)[1][-1] == before["val_loss"]  # the sharded evaluation of the same weights, to the last bit
 
 
+@pytest.mark.slow
 def test_a_sharded_resume_refuses_a_file_without_a_weight_of_this_code_as_one_process_does(runs, tmp_path):
     """DCP fills a weight the file lacks with the model's fresh init and goes on; a weight an edited cram.py added."""
     tmp, _, _ = runs
@@ -627,6 +632,7 @@ def test_a_sharded_resume_refuses_a_file_without_a_weight_of_this_code_as_one_pr
     assert torch.load(one / "ckpt.pt", weights_only=True)["step"] == 2  # not trained on
 
 
+@pytest.mark.slow
 def test_a_sharded_resume_refuses_adam_moments_of_another_size_in_one_line_as_one_process_does(runs, tmp_path):
     """A review (2026-12-07): DCP took a moment of 3 values for a weight of 3,200 and each rank died at the first step
     with a broadcast's traceback."""
@@ -642,6 +648,7 @@ def test_a_sharded_resume_refuses_adam_moments_of_another_size_in_one_line_as_on
     assert torch.load(one / "ckpt.pt", weights_only=True)["step"] == 2  # not trained on
 
 
+@pytest.mark.slow
 def test_a_file_saved_before_the_first_step_resumes_sharded_as_a_fresh_start(runs, tmp_path, monkeypatch):
     tmp, _, _ = runs
     class Crash(Exception):
@@ -908,6 +915,7 @@ def test_under_pytest_xdist_each_worker_and_what_it_starts_take_their_share_of_t
     assert int(p.stdout) == max(1, cores // workers), p.stderr[-3000:]
 
 
+@pytest.mark.slow
 def test_under_pytest_xdist_the_slow_tests_start_first_one_or_two_to_a_worker(tmp_path):
     """conftest.py sorts the slow tests first; pytest-xdist hands each worker a run of consecutive tests at the start
     (a quarter of its share), so on 12 workers the first got 13 slow tests in a row and the suite ran past 300 s on

@@ -488,6 +488,7 @@ def test_a_json_row_with_a_lone_surrogate_is_named_unusable_and_written_back_emp
     assert "skipped 1 unusable row (line 1: not UTF-8 text" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_an_output_path_that_cannot_be_written_is_refused_before_any_work_and_names_the_right_flag(kept, ckpt,
                                                                                                    tmp_path):
     """classify's --output a folder or under a file, an input named .cvs (the slip is the input's name, not

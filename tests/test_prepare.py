@@ -473,6 +473,7 @@ def test_kill_stops_prepare_as_ctrl_c_does_leaving_the_earlier_set_and_no_stagin
     assert snapshot(out) == before and not list(out.glob("prepare-tmp-*"))
 
 
+@pytest.mark.slow
 def test_kill_9_at_any_point_leaves_a_whole_set_and_the_next_run_clears_the_rest(earlier_set, tmp_path):
     """The earlier set stays byte for byte until the new one is complete; a swap cut short is finished next time."""
     new_text = write_txt(tmp_path / "new", n=30)

@@ -490,6 +490,7 @@ def test_ci_runs_the_your_task_page_s_commands_verbatim():
         assert line in ci, f"CI must run docs/your_task.md's command verbatim: {line}"
 
 
+@pytest.mark.slow
 def test_the_scaling_exercise_runs_as_written(tmp_path, capsys):
     """docs/scaling.md's commands, each run for 2 steps on toy data (its own shapes and flags), then its plots."""
     from test_cram import write_data
