@@ -259,8 +259,8 @@ class CrammedBERT(nn.Module):
     def encode(self, ids, pad_mask=None, positions=None):
         """Hidden states (B, T, C), or (B, k, C) at positions (B, k); pad_mask (B, T): True on real tokens."""
         attn_mask = None if pad_mask is None else pad_mask[:, None, None, :]         # (B, 1, 1, T) keys
-        if self.attn_bias is not None:  # the local bias, with padded keys at -inf
-            bias = self.attn_bias[:, :ids.shape[1], :ids.shape[1]]                     # (H, T, T)
+        if self.attn_bias is not None:  # the local bias, with padded keys at -inf; 4-D: the CPU's flash kernel takes it
+            bias = self.attn_bias[None, :, :ids.shape[1], :ids.shape[1]]               # (1, H, T, T)
             attn_mask = bias if attn_mask is None else bias.masked_fill(~attn_mask, float("-inf"))
         x = self.embed(ids)                                                           # (B, T, C)
         if torch.is_autocast_enabled(x.device.type):  # the residual stream in bf16 (fp16 pre-Ampere): +7% on a GPU

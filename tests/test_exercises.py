@@ -87,7 +87,7 @@ MORE_MISTAKES += [
      "with local_bias 0 (attn_bias None), padded keys must be ignored too"),
     ("local_bias", "for block in self.blocks[:self.wide]:", "for block in self.blocks:",
      "narrow_blocks gets x after the wide blocks only"),
-    ("local_bias", "bias = self.attn_bias[:, :ids.shape[1], :ids.shape[1]]", "bias = self.attn_bias",
+    ("local_bias", "bias = self.attn_bias[None, :, :ids.shape[1], :ids.shape[1]]", "bias = self.attn_bias[None]",
      "failed (The size of tensor"),
     ("narrow", "x = x + self.drop(self.attn.attend(q, key, value, attn_mask))",
      "x = x + self.attn.attend(q, key, value, attn_mask)", "NarrowBlock's attention output goes through self.drop"),
@@ -911,8 +911,8 @@ RIGHT_EDITS = {
         ("scores.topk(k, dim=1).indices", "scores.topk(k, dim=1, largest=False).indices")]),
     "local-bias-an-always-float-mask": ("local_bias", [(
         """        attn_mask = None if pad_mask is None else pad_mask[:, None, None, :]         # (B, 1, 1, T) keys
-        if self.attn_bias is not None:  # the local bias, with padded keys at -inf
-            bias = self.attn_bias[:, :ids.shape[1], :ids.shape[1]]                     # (H, T, T)
+        if self.attn_bias is not None:  # the local bias, with padded keys at -inf; 4-D: the CPU's flash kernel takes it
+            bias = self.attn_bias[None, :, :ids.shape[1], :ids.shape[1]]               # (1, H, T, T)
             attn_mask = bias if attn_mask is None else bias.masked_fill(~attn_mask, float("-inf"))
 """, """        T = ids.shape[1]
         attn_mask = torch.zeros(len(ids), 1, T, T, device=ids.device)  # zeros where no bias: the same scores
