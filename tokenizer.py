@@ -184,11 +184,12 @@ def load_tokenizer(data_dir, vocab=None):
         except Exception as e:  # tokenizers raises a bare Exception: missing, not JSON, not a tokenizer
             die(f"cannot load {data_dir}/tokenizer.json ({e}): {fix}, or copy the good one there")
         tok.special = dict(meta["special_ids"])  # 0..4 for our WordPiece; a pre-tokenized set's own (<mask>, ...)
-        names = meta.get("special_tokens") or SPECIALS  # their tokens, named in meta.json since 2026-11-25
+        names = meta.get("special_tokens")  # their tokens, named in meta.json since 2026-11-25; before: ours
+        names = names if isinstance(names, dict) else SPECIALS
         for kind, i in tok.special.items():  # an id that names another token would mask, pad or frame with it
-            if tok.backend.id_to_token(i) != (names.get(kind) if isinstance(names, dict) else None):
-                die(f"{data_dir}/meta.json: its {kind} id {i} is {tok.backend.id_to_token(i)!r} in tokenizer.json, "
-                    f"not {names.get(kind) if isinstance(names, dict) else None!r}: {fix}")
+            if (token := tok.backend.id_to_token(i)) != names.get(kind):
+                die(f"{data_dir}/meta.json: its {kind} id {i} is {token!r} in tokenizer.json, not "
+                    f"{names.get(kind)!r}: {fix}")
     if vocab and tok.vocab_size != vocab:
         die(f"the tokenizer in {data_dir} has {tok.vocab_size} tokens but the model was trained with {vocab}: {fix}")
     return tok
