@@ -699,7 +699,7 @@ def check_local_bias(cram):
               "encode without a pad_mask must equal encode with one that pads nothing (the bias in both)", 1e-4)
         short = cram.CrammedBERT(small_cfg(cram, local_bias=2.0), 50, 12).eval()
         short.load_state_dict(model.state_dict())
-        first_rows = "use the bias's first T rows and columns, attn_bias[:, :T, :T]"
+        first_rows = "use the bias's first T rows and columns, attn_bias[None, :, :T, :T]"
         try:
             close(model.encode(ids[:, :12]), short.encode(ids[:, :12]),
                   f"encode on 12 tokens of a 16-position model vs a 12-position model: {first_rows}", 1e-4)
